@@ -1,0 +1,17 @@
+# Shared settings of the project's scripts (sourced, not run).
+PLACER_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PLACER_CACHE="${PLACER_CACHE:-$HOME/.cache/placer}"
+PLACER_TORCH_VERSION="2.11.0"
+PLACER_BUILD_DIR="${PLACER_BUILD_DIR:-$PLACER_ROOT/build}"
+
+# The Python that holds LibTorch: PLACER_PYTHON if set (the GPU machine's own python3 with its
+# torch), otherwise the project's cached virtual environment outside the clone.
+placer_python() {
+  if [[ -n "${PLACER_PYTHON:-}" ]]; then
+    echo "$PLACER_PYTHON"
+  else
+    echo "$PLACER_CACHE/venv-torch-$PLACER_TORCH_VERSION/bin/python"
+  fi
+}
+
+placer_log() { echo "[placer] $*" >&2; }

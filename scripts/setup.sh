@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs everything placer needs: Debian packages and the pinned LibTorch (PyPI torch wheel, in a
+# virtual environment cached outside the clone). Idempotent: seconds when everything is present.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+APT_PACKAGES=(
+  cmake ninja-build g++ ccache pkg-config python3-venv
+  libyaml-cpp-dev libprotobuf-dev protobuf-compiler libgtest-dev libgmock-dev
+  libcli11-dev libfmt-dev nlohmann-json3-dev zlib1g-dev
+  dataset-fashion-mnist
+)
+
+missing=()
+for package in "${APT_PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+if ((${#missing[@]})); then
+  placer_log "installing Debian packages: ${missing[*]}"
+  SUDO=""
+  [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if [[ -z "${PLACER_PYTHON:-}" ]]; then
+  venv="$PLACER_CACHE/venv-torch-$PLACER_TORCH_VERSION"
+  if [[ ! -f "$venv/.complete" ]]; then
+    placer_log "installing torch==$PLACER_TORCH_VERSION (LibTorch with CUDA 13) into $venv"
+    mkdir -p "$PLACER_CACHE"
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check "torch==$PLACER_TORCH_VERSION"
+    touch "$venv/.complete"
+  fi
+fi
+
+python="$(placer_python)"
+if ! "$python" -c "import torch, sys; sys.exit(not torch.__version__.startswith('${PLACER_TORCH_VERSION%.*}'))" 2>/dev/null; then
+  placer_log "error: $python does not hold torch ${PLACER_TORCH_VERSION%.*}"
+  exit 1
+fi
