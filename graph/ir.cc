@@ -1,0 +1,264 @@
+#include "graph/ir.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <queue>
+
+#include "graph/ops.h"
+
+namespace placer::graph {
+
+int64_t ElementSize(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return 4;
+    case DType::kInt64:
+      return 8;
+  }
+  return 0;
+}
+
+const char* ToString(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return "float32";
+    case DType::kInt64:
+      return "int64";
+  }
+  return "?";
+}
+
+const char* ToString(TensorKind kind) {
+  switch (kind) {
+    case TensorKind::kInput:
+      return "input";
+    case TensorKind::kLabel:
+      return "label";
+    case TensorKind::kParameter:
+      return "parameter";
+    case TensorKind::kActivation:
+      return "activation";
+    case TensorKind::kGradient:
+      return "gradient";
+  }
+  return "?";
+}
+
+const char* ToString(Phase phase) {
+  switch (phase) {
+    case Phase::kForward:
+      return "forward";
+    case Phase::kBackward:
+      return "backward";
+    case Phase::kUpdate:
+      return "update";
+  }
+  return "?";
+}
+
+int64_t NumElements(const Shape& shape) {
+  int64_t count = 1;
+  for (int64_t dim : shape) {
+    if (dim < 0) throw GraphError(fmt::format("negative dimension in shape {}", ToString(shape)));
+    if (__builtin_mul_overflow(count, dim, &count)) {
+      throw GraphError(fmt::format("shape {} has more elements than fit in 64 bits",
+                                   ToString(shape)));
+    }
+  }
+  return count;
+}
+
+std::string ToString(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, "x")); }
+
+namespace {
+template <typename T>
+const T& GetAttr(const std::map<std::string, AttrValue>& values, const std::string& name,
+                 const char* type_name) {
+  auto it = values.find(name);
+  if (it == values.end()) throw GraphError(fmt::format("missing attribute '{}'", name));
+  const T* value = std::get_if<T>(&it->second);
+  if (value == nullptr) {
+    throw GraphError(fmt::format("attribute '{}' is not of type {}", name, type_name));
+  }
+  return *value;
+}
+}  // namespace
+
+int64_t Attributes::GetInt(const std::string& name) const {
+  return GetAttr<int64_t>(values_, name, "int");
+}
+double Attributes::GetFloat(const std::string& name) const {
+  return GetAttr<double>(values_, name, "float");
+}
+const std::vector<int64_t>& Attributes::GetInts(const std::string& name) const {
+  return GetAttr<std::vector<int64_t>>(values_, name, "int list");
+}
+const std::string& Attributes::GetString(const std::string& name) const {
+  return GetAttr<std::string>(values_, name, "string");
+}
+
+TensorId Graph::AddTensor(Tensor tensor) {
+  if (tensor.name.empty()) throw GraphError("a tensor needs a name");
+  if (tensor_by_name_.count(tensor.name) != 0) {
+    throw GraphError(fmt::format("tensor '{}' is defined twice", tensor.name));
+  }
+  NumElements(tensor.shape);  // rejects negative and overflowing shapes early
+  auto id = static_cast<TensorId>(tensors_.size());
+  tensor.producer = kNoOp;
+  tensor.consumers.clear();
+  tensor_by_name_.emplace(tensor.name, id);
+  tensors_.push_back(std::move(tensor));
+  return id;
+}
+
+OpId Graph::AddOp(Op op) {
+  if (op.name.empty()) throw GraphError("an op needs a name");
+  if (op_by_name_.count(op.name) != 0) {
+    throw GraphError(fmt::format("op '{}' is defined twice", op.name));
+  }
+  auto check_id = [&](TensorId id, const char* role) {
+    if (id < 0 || id >= num_tensors()) {
+      throw GraphError(fmt::format("op '{}': {} tensor id {} does not exist", op.name, role, id));
+    }
+  };
+  for (TensorId id : op.inputs) check_id(id, "input");
+  for (TensorId id : op.outputs) {
+    check_id(id, "output");
+    const Tensor& out = tensors_[static_cast<size_t>(id)];
+    if (out.producer != kNoOp) {
+      throw GraphError(fmt::format("op '{}': output '{}' is already produced by op '{}'", op.name,
+                                   out.name, ops_[static_cast<size_t>(out.producer)].name));
+    }
+  }
+  auto id = static_cast<OpId>(ops_.size());
+  for (TensorId input : op.inputs) tensors_[static_cast<size_t>(input)].consumers.push_back(id);
+  for (TensorId output : op.outputs) tensors_[static_cast<size_t>(output)].producer = id;
+  op_by_name_.emplace(op.name, id);
+  ops_.push_back(std::move(op));
+  return id;
+}
+
+std::optional<TensorId> Graph::FindTensor(const std::string& name) const {
+  auto it = tensor_by_name_.find(name);
+  if (it == tensor_by_name_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<OpId> Graph::FindOp(const std::string& name) const {
+  auto it = op_by_name_.find(name);
+  if (it == op_by_name_.end()) return std::nullopt;
+  return it->second;
+}
+
+TensorId Graph::TensorByName(const std::string& name) const {
+  auto id = FindTensor(name);
+  if (!id) throw GraphError(fmt::format("no tensor named '{}'", name));
+  return *id;
+}
+
+std::vector<OpId> Graph::TopologicalOrder() const {
+  // Kahn's algorithm with a min-heap on op id, so the order is stable (insertion order on ties).
+  std::vector<int> pending(ops_.size(), 0);
+  for (OpId id = 0; id < num_ops(); ++id) {
+    for (TensorId input : op(id).inputs) {
+      if (tensor(input).producer != kNoOp) ++pending[static_cast<size_t>(id)];
+    }
+  }
+  std::priority_queue<OpId, std::vector<OpId>, std::greater<>> ready;
+  for (OpId id = 0; id < num_ops(); ++id) {
+    if (pending[static_cast<size_t>(id)] == 0) ready.push(id);
+  }
+  std::vector<OpId> order;
+  order.reserve(ops_.size());
+  while (!ready.empty()) {
+    OpId id = ready.top();
+    ready.pop();
+    order.push_back(id);
+    for (TensorId output : ops_[static_cast<size_t>(id)].outputs) {
+      for (OpId consumer : tensors_[static_cast<size_t>(output)].consumers) {
+        if (--pending[static_cast<size_t>(consumer)] == 0) ready.push(consumer);
+      }
+    }
+  }
+  if (order.size() != ops_.size()) {
+    for (OpId id = 0; id < num_ops(); ++id) {
+      if (pending[static_cast<size_t>(id)] > 0) {
+        throw GraphError(fmt::format("the graph has a cycle through op '{}'", op(id).name));
+      }
+    }
+  }
+  return order;
+}
+
+void Graph::Validate() const {
+  for (const Tensor& tensor : tensors_) {
+    bool needs_producer =
+        tensor.kind == TensorKind::kActivation || tensor.kind == TensorKind::kGradient;
+    // An unproduced activation matters only once something reads it.
+    if (needs_producer && tensor.producer == kNoOp && !tensor.consumers.empty()) {
+      throw GraphError(fmt::format("op '{}': input '{}' is dangling: no op produces it",
+                                   op(tensor.consumers.front()).name, tensor.name));
+    }
+    if (!needs_producer && tensor.producer != kNoOp) {
+      throw GraphError(fmt::format("op '{}' writes {} tensor '{}', which only the host may set",
+                                   op(tensor.producer).name, ToString(tensor.kind), tensor.name));
+    }
+  }
+  std::vector<OpId> order = TopologicalOrder();  // throws on a cycle
+  for (OpId id : order) {
+    const Op& node = op(id);
+    if (!IsKnownOpType(node.type)) {
+      throw GraphError(fmt::format("op '{}' has unknown type '{}'", node.name, node.type));
+    }
+    if (node.phase != Phase::kForward &&
+        (node.forward_op == kNoOp || op(node.forward_op).phase != Phase::kForward)) {
+      throw GraphError(
+          fmt::format("{} op '{}' does not name the forward op it belongs with",
+                      ToString(node.phase), node.name));
+    }
+    std::vector<Shape> shapes;
+    try {
+      shapes = InferOutputShapes(*this, node);
+    } catch (const GraphError& error) {
+      throw GraphError(fmt::format("op '{}' ({}): {}", node.name, node.type, error.what()));
+    }
+    if (shapes.size() != node.outputs.size()) {
+      throw GraphError(fmt::format("op '{}' ({}) has {} outputs, its type makes {}", node.name,
+                                   node.type, node.outputs.size(), shapes.size()));
+    }
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      const Tensor& out = tensor(node.outputs[i]);
+      if (out.shape != shapes[i]) {
+        throw GraphError(fmt::format("op '{}' ({}): shape mismatch on output '{}': declared {}, "
+                                     "inputs imply {}",
+                                     node.name, node.type, out.name, ToString(out.shape),
+                                     ToString(shapes[i])));
+      }
+    }
+  }
+}
+
+std::vector<TensorId> Graph::Parameters() const {
+  std::vector<TensorId> params;
+  for (TensorId id = 0; id < num_tensors(); ++id) {
+    if (tensor(id).kind == TensorKind::kParameter) params.push_back(id);
+  }
+  return params;
+}
+
+int64_t Graph::ParameterCount() const {
+  int64_t count = 0;
+  for (TensorId id : Parameters()) count += NumElements(tensor(id).shape);
+  return count;
+}
+
+std::vector<OpId> Graph::OpsInPhase(Phase phase) const {
+  std::vector<OpId> ids;
+  for (OpId id = 0; id < num_ops(); ++id) {
+    if (op(id).phase == phase) ids.push_back(id);
+  }
+  return ids;
+}
+
+}  // namespace placer::graph

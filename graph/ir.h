@@ -1,0 +1,133 @@
+// The graph IR: ops and tensors of a network's training step. Torch-free, so everything that only
+// reasons about graphs (config, grouping, simulator, algorithmic baselines) compiles and tests fast.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+namespace placer::graph {
+
+using Shape = std::vector<int64_t>;
+using TensorId = int32_t;
+using OpId = int32_t;
+inline constexpr OpId kNoOp = -1;
+
+enum class DType : uint8_t { kFloat32, kInt64 };
+int64_t ElementSize(DType dtype);
+const char* ToString(DType dtype);
+
+// Number of elements; throws GraphError when the product overflows int64.
+int64_t NumElements(const Shape& shape);
+std::string ToString(const Shape& shape);
+
+// Raised for malformed graphs; the message names the offending op or tensor.
+class GraphError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class TensorKind : uint8_t {
+  kInput,       // minibatch data, fed from host memory each step
+  kLabel,       // minibatch labels
+  kParameter,   // trainable weight, lives on the device of the op that owns it
+  kActivation,  // produced by a forward op
+  kGradient,    // produced by a backward op
+};
+const char* ToString(TensorKind kind);
+
+// How a parameter starts: zeros (biases) or N(0, stddev^2) (weights).
+struct Initializer {
+  enum class Kind : uint8_t { kZeros, kNormal } kind = Kind::kZeros;
+  double stddev = 0.0;
+};
+
+struct Tensor {
+  std::string name;
+  Shape shape;
+  DType dtype = DType::kFloat32;
+  TensorKind kind = TensorKind::kActivation;
+  OpId producer = kNoOp;
+  std::vector<OpId> consumers;
+  Initializer init;  // parameters only
+
+  int64_t bytes() const { return NumElements(shape) * ElementSize(dtype); }
+};
+
+enum class Phase : uint8_t { kForward, kBackward, kUpdate };
+const char* ToString(Phase phase);
+
+using AttrValue = std::variant<int64_t, double, std::vector<int64_t>, std::string>;
+
+class Attributes {
+ public:
+  void Set(const std::string& name, AttrValue value) { values_[name] = std::move(value); }
+  bool Has(const std::string& name) const { return values_.count(name) != 0; }
+  // Typed getters throw GraphError naming the attribute when it is missing or of another type.
+  int64_t GetInt(const std::string& name) const;
+  double GetFloat(const std::string& name) const;
+  const std::vector<int64_t>& GetInts(const std::string& name) const;
+  const std::string& GetString(const std::string& name) const;
+  const std::map<std::string, AttrValue>& values() const { return values_; }
+
+ private:
+  std::map<std::string, AttrValue> values_;
+};
+
+struct Op {
+  std::string name;
+  std::string type;  // a registered op type, see ops.h
+  Phase phase = Phase::kForward;
+  std::vector<TensorId> inputs;
+  std::vector<TensorId> outputs;
+  Attributes attrs;
+  // Backward and update ops belong with a forward op: they run on its device.
+  OpId forward_op = kNoOp;
+};
+
+class Graph {
+ public:
+  // Adds a tensor; names are unique. Returns its id.
+  TensorId AddTensor(Tensor tensor);
+  // Adds an op over existing tensors, recording producer and consumers. An output that already has
+  // a producer, or an unknown tensor id, is rejected with the op's name.
+  OpId AddOp(Op op);
+
+  const Tensor& tensor(TensorId id) const { return tensors_.at(static_cast<size_t>(id)); }
+  const Op& op(OpId id) const { return ops_.at(static_cast<size_t>(id)); }
+  Op& mutable_op(OpId id) { return ops_.at(static_cast<size_t>(id)); }
+  int32_t num_tensors() const { return static_cast<int32_t>(tensors_.size()); }
+  int32_t num_ops() const { return static_cast<int32_t>(ops_.size()); }
+  const std::vector<Tensor>& tensors() const { return tensors_; }
+  const std::vector<Op>& ops() const { return ops_; }
+
+  std::optional<TensorId> FindTensor(const std::string& name) const;
+  std::optional<OpId> FindOp(const std::string& name) const;
+  TensorId TensorByName(const std::string& name) const;  // throws GraphError when absent
+
+  // Ops in an order where every producer precedes its consumers (stable: ties keep insertion
+  // order). Throws GraphError naming an op on a cycle.
+  std::vector<OpId> TopologicalOrder() const;
+
+  // Checks the whole graph: dangling inputs (an activation or gradient nobody produces), cycles,
+  // op types, attributes and shapes against each op type's shape rule. Throws GraphError naming
+  // the node.
+  void Validate() const;
+
+  std::vector<TensorId> Parameters() const;
+  int64_t ParameterCount() const;  // elements over all parameters
+  std::vector<OpId> OpsInPhase(Phase phase) const;
+
+ private:
+  std::vector<Tensor> tensors_;
+  std::vector<Op> ops_;
+  std::unordered_map<std::string, TensorId> tensor_by_name_;
+  std::unordered_map<std::string, OpId> op_by_name_;
+};
+
+}  // namespace placer::graph

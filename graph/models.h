@@ -1,0 +1,64 @@
+// Built-in models. Each builder returns the whole training step (forward, loss, backward, update),
+// validated.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "graph/ir.h"
+
+namespace placer::graph {
+
+// The LeNet of the d2l multi-GPU chapter: conv(20, 3x3) -> ReLU -> avgpool(2, 2) -> conv(50, 5x5)
+// -> ReLU -> avgpool(2, 2) -> flatten -> FC(128) -> ReLU -> FC(10), weights N(0, 0.01^2), biases
+// 0, softmax cross-entropy, SGD.
+struct LeNetOptions {
+  int64_t batch_size = 256;
+  int64_t image_size = 28;
+  int64_t conv1_channels = 20;
+  int64_t conv2_channels = 50;
+  int64_t hidden = 128;
+  int64_t classes = 10;
+  double learning_rate = 0.2;
+  double init_stddev = 0.01;
+};
+Graph BuildLeNet(const LeNetOptions& options);
+
+// `branches` independent MLP towers of `depth` Linear+ReLU layers on the same input, summed, then
+// a classifier: the simplest graph with parallelism for a placement to exploit.
+struct ParallelMlpOptions {
+  int64_t batch_size = 64;
+  int64_t in_features = 256;
+  int64_t width = 512;
+  int64_t depth = 3;
+  int64_t branches = 2;
+  int64_t classes = 10;
+  double learning_rate = 0.05;
+  double init_stddev = 0.05;
+};
+Graph BuildParallelMlp(const ParallelMlpOptions& options);
+
+// Appends forward ops one by one, inferring output shapes. Builders use it; tests use it to build
+// small graphs by hand.
+class ModelBuilder {
+ public:
+  explicit ModelBuilder(Graph& graph) : graph_(graph) {}
+  TensorId Input(const std::string& name, Shape shape, DType dtype = DType::kFloat32,
+                 TensorKind kind = TensorKind::kInput);
+  TensorId Parameter(const std::string& name, Shape shape, Initializer init);
+  // Adds op `name` of `type`; its single output is named `name` and gets the inferred shape.
+  TensorId Apply(const std::string& name, const std::string& type, std::vector<TensorId> inputs,
+                 Attributes attrs = {});
+  // Conv2d / Linear with weight "<name>.weight" N(0, stddev^2) and bias "<name>.bias" zeros.
+  TensorId Conv2d(const std::string& name, TensorId x, int64_t out_channels, int64_t kernel,
+                  double stddev);
+  TensorId Linear(const std::string& name, TensorId x, int64_t out_features, double stddev);
+  TensorId Relu(const std::string& name, TensorId x);
+  TensorId SoftmaxCrossEntropy(const std::string& name, TensorId logits, TensorId labels);
+
+ private:
+  Graph& graph_;
+};
+
+}  // namespace placer::graph

@@ -1,0 +1,46 @@
+// A placement: which device runs each forward op. Backward and update ops follow their forward op,
+// so a placement of the forward ops determines where every op of the training step runs.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "graph/ir.h"
+
+namespace placer::graph {
+
+struct Placement {
+  std::vector<std::string> devices;  // device names, e.g. {"cpu:0", "cpu:1"}
+  std::vector<int> device_of_op;     // per op id of the graph; -1 for non-forward ops
+
+  // Every forward op on device `device`.
+  static Placement AllOn(const Graph& graph, std::vector<std::string> devices, int device);
+  bool operator==(const Placement&) const = default;
+};
+
+// Device index of every op of the training step: forward ops as placed, backward and update ops
+// with the forward op they belong with. Throws GraphError naming an unplaced forward op or an
+// out-of-range device.
+std::vector<int> ExpandPlacement(const Graph& graph, const Placement& placement);
+
+// Placement files are YAML:
+//   devices: [cpu:0, cpu:1]     # optional; defaults to the devices given to the reader
+//   default: cpu:0              # optional; for ops not listed
+//   placement: {conv1: cpu:0, conv2: cpu:1, ...}   # forward op name -> device
+// Reading checks every op name and device and names the file, key and line on error
+// (PlacementError). Writing is atomic (temporary file, then rename).
+class PlacementError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+Placement ReadPlacementYaml(const std::filesystem::path& file, const Graph& graph,
+                            const std::vector<std::string>& devices);
+std::string PlacementToYaml(const Graph& graph, const Placement& placement);
+void WritePlacementYaml(const std::filesystem::path& file, const Graph& graph,
+                        const Placement& placement);
+
+// Writes `contents` to `file` atomically: a reader sees the old file or the new one, never a part.
+void WriteFileAtomically(const std::filesystem::path& file, const std::string& contents);
+
+}  // namespace placer::graph

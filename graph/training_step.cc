@@ -1,0 +1,123 @@
+#include "graph/training_step.h"
+
+#include <fmt/format.h>
+
+#include <map>
+
+#include "graph/ops.h"
+
+namespace placer::graph {
+
+OpId OwnerOf(const Graph& graph, TensorId parameter) {
+  for (OpId consumer : graph.tensor(parameter).consumers) {
+    if (graph.op(consumer).phase == Phase::kForward) return consumer;
+  }
+  throw GraphError(fmt::format("parameter '{}' is not used by any forward op",
+                               graph.tensor(parameter).name));
+}
+
+void AppendBackwardAndUpdate(Graph& graph, double learning_rate) {
+  if (learning_rate <= 0) throw GraphError("the learning rate must be positive");
+  OpId loss = kNoOp;
+  for (OpId id = 0; id < graph.num_ops(); ++id) {
+    const Op& op = graph.op(id);
+    if (op.phase != Phase::kForward) {
+      throw GraphError(fmt::format("op '{}' is already a {} op: the graph has a training step",
+                                   op.name, ToString(op.phase)));
+    }
+    if (op.type == op_types::kSoftmaxCrossEntropy) {
+      if (loss != kNoOp) {
+        throw GraphError(fmt::format("two losses: '{}' and '{}'", graph.op(loss).name, op.name));
+      }
+      loss = id;
+    }
+  }
+  if (loss == kNoOp) throw GraphError("the forward graph has no SoftmaxCrossEntropy loss");
+
+  const std::vector<OpId> order = graph.TopologicalOrder();
+
+  // A tensor carries a gradient when it is a parameter or depends on one.
+  std::vector<bool> requires_grad(static_cast<size_t>(graph.num_tensors()), false);
+  for (OpId id : order) {
+    const Op& op = graph.op(id);
+    bool any = false;
+    for (TensorId in : op.inputs) {
+      any = any || requires_grad[static_cast<size_t>(in)] ||
+            graph.tensor(in).kind == TensorKind::kParameter;
+    }
+    for (TensorId out : op.outputs) requires_grad[static_cast<size_t>(out)] = any;
+  }
+  for (TensorId id : graph.Parameters()) requires_grad[static_cast<size_t>(id)] = true;
+
+  // Gradient contributions, keyed by (tensor, consuming forward op).
+  std::map<std::pair<TensorId, OpId>, std::vector<TensorId>> grads;
+
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const OpId forward_id = *it;
+    const Op forward = graph.op(forward_id);  // a copy: AddTensor/AddOp may reallocate
+
+    Op backward;
+    backward.name = forward.name + ".backward";
+    backward.type = op_types::kBackward;
+    backward.phase = Phase::kBackward;
+    backward.forward_op = forward_id;
+    std::vector<int64_t> grad_input_output;
+    for (size_t k = 0; k < forward.outputs.size(); ++k) {
+      TensorId out = forward.outputs[k];
+      for (OpId consumer : graph.tensor(out).consumers) {
+        auto found = grads.find({out, consumer});
+        if (found == grads.end()) continue;
+        for (TensorId grad : found->second) {
+          backward.inputs.push_back(grad);
+          grad_input_output.push_back(static_cast<int64_t>(k));
+        }
+      }
+    }
+    if (forward_id != loss && backward.inputs.empty()) continue;  // no path to the loss
+
+    std::vector<int64_t> grad_of;
+    for (size_t i = 0; i < forward.inputs.size(); ++i) {
+      TensorId in = forward.inputs[i];
+      if (!requires_grad[static_cast<size_t>(in)]) continue;
+      auto& slot = grads[{in, forward_id}];
+      std::string name = fmt::format("{}.grad@{}", graph.tensor(in).name, forward.name);
+      if (!slot.empty()) name += fmt::format("#{}", slot.size());
+      Tensor grad{.name = name,
+                  .shape = graph.tensor(in).shape,
+                  .dtype = DType::kFloat32,
+                  .kind = TensorKind::kGradient};
+      TensorId grad_id = graph.AddTensor(std::move(grad));
+      slot.push_back(grad_id);
+      backward.outputs.push_back(grad_id);
+      grad_of.push_back(static_cast<int64_t>(i));
+    }
+    if (backward.outputs.empty()) continue;  // nothing upstream needs a gradient
+    // The backward op also reads what its forward op saved: its inputs (labels included).
+    for (TensorId in : forward.inputs) backward.inputs.push_back(in);
+    backward.attrs.Set("grad_input_output", grad_input_output);
+    backward.attrs.Set("grad_of", grad_of);
+    graph.AddOp(std::move(backward));
+  }
+
+  for (TensorId param : graph.Parameters()) {
+    Op update;
+    update.name = graph.tensor(param).name + ".update";
+    update.type = op_types::kSgdUpdate;
+    update.phase = Phase::kUpdate;
+    update.forward_op = OwnerOf(graph, param);
+    update.inputs.push_back(param);
+    for (OpId consumer : graph.tensor(param).consumers) {
+      auto found = grads.find({param, consumer});
+      if (found == grads.end()) continue;
+      for (TensorId grad : found->second) update.inputs.push_back(grad);
+    }
+    if (update.inputs.size() == 1) {
+      throw GraphError(fmt::format("parameter '{}' does not reach the loss '{}'",
+                                   graph.tensor(param).name, graph.op(loss).name));
+    }
+    update.attrs.Set("lr", learning_rate);
+    graph.AddOp(std::move(update));
+  }
+}
+
+}  // namespace placer::graph

@@ -1,0 +1,18 @@
+// Derives the training step from a forward graph that ends in a loss: one backward op per forward
+// op on the path to the loss (it belongs with that forward op) and one SGD update per parameter.
+#pragma once
+
+#include "graph/ir.h"
+
+namespace placer::graph {
+
+// Appends backward and update ops to `graph`, whose forward ops must end in exactly one
+// SoftmaxCrossEntropy op. Gradient tensors are named "<tensor>.grad@<consumer op>". Throws
+// GraphError when there is no loss, more than one, or a parameter that does not reach the loss.
+void AppendBackwardAndUpdate(Graph& graph, double learning_rate);
+
+// The op that owns a parameter: its first forward consumer. The parameter lives, and is updated,
+// on that op's device.
+OpId OwnerOf(const Graph& graph, TensorId parameter);
+
+}  // namespace placer::graph
