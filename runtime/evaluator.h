@@ -1,0 +1,55 @@
+// The seam between search and measurement: an Evaluator turns a placement into a step time, or
+// says why the placement is invalid. The measured runtime and the simulator both implement it.
+// Torch-free.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "graph/placement.h"
+
+namespace placer::runtime {
+
+struct DeviceStats {
+  std::string device;
+  double busy_seconds = 0;       // time spent running ops in one step
+  int64_t peak_memory_bytes = 0;
+};
+
+struct TransferStats {
+  std::string from;  // device name, or "host" for the minibatch
+  std::string to;
+  int64_t bytes = 0;  // per step
+  int count = 0;
+  double seconds = 0;
+};
+
+// One lane per device and per transfer channel, times in microseconds from the step's start.
+struct TraceEvent {
+  std::string lane;
+  std::string name;
+  double start_us = 0;
+  double duration_us = 0;
+};
+
+struct EvaluationResult {
+  bool valid = false;
+  std::string invalid_reason;         // set when !valid: names the device, op or limit
+  double step_seconds = 0;            // median of the timed steps
+  double min_seconds = 0, max_seconds = 0;
+  std::vector<double> step_samples;   // every timed step
+  std::vector<DeviceStats> devices;   // from the median step
+  std::vector<TransferStats> transfers;
+  std::vector<TraceEvent> trace;      // of the last timed step, when asked for
+  double final_loss = 0;
+};
+
+class Evaluator {
+ public:
+  virtual ~Evaluator() = default;
+  virtual EvaluationResult Evaluate(const graph::Placement& placement) = 0;
+  virtual std::string name() const = 0;
+};
+
+}  // namespace placer::runtime

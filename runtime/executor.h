@@ -1,0 +1,74 @@
+// Executes the real training step (forward, loss, backward, SGD update) of a graph under a
+// placement, one worker thread per device, ops running concurrently as their inputs arrive.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <limits>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+
+#include "graph/ir.h"
+#include "graph/placement.h"
+#include "runtime/device.h"
+#include "runtime/evaluator.h"
+
+namespace placer::runtime {
+
+// Parameter values by parameter name, and minibatch tensors by input tensor name.
+using TensorMap = std::unordered_map<std::string, at::Tensor>;
+
+// Host tensors for every parameter, drawn from each parameter's initializer with `seed`.
+TensorMap InitializeParameters(const graph::Graph& graph, uint64_t seed);
+// A random minibatch (inputs N(0,1), labels uniform over the logits' classes) in host memory.
+TensorMap SyntheticBatch(const graph::Graph& graph, uint64_t seed);
+
+// Why a step could not run: out of memory on a device, a failing op, a time limit. The message
+// names the device, op or limit; the executor has freed what the step allocated.
+class StepFailure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct StepResult {
+  double seconds = 0;  // wall time from the minibatch in host memory to every device done
+  double loss = 0;
+  std::vector<DeviceStats> devices;
+  std::vector<TransferStats> transfers;
+  std::vector<TraceEvent> trace;  // when ExecutorOptions::record_trace
+};
+
+struct ExecutorOptions {
+  bool record_trace = false;
+  // Run only the forward ops (no loss gradient, no update): used to predict.
+  bool forward_only = false;
+};
+
+class Executor {
+ public:
+  // `graph` must outlive the executor. Parameters are copied from `parameters` (host or any
+  // device) to the device of the op that owns each one.
+  Executor(const graph::Graph& graph, DeviceSet devices, graph::Placement placement,
+           const TensorMap& parameters, ExecutorOptions options = {});
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // One training step on `batch` (host tensors, one per graph input). Throws StepFailure; after a
+  // failure the executor is still usable. `time_limit_seconds` abandons a step that runs longer.
+  StepResult RunStep(const TensorMap& batch,
+                     double time_limit_seconds = std::numeric_limits<double>::infinity());
+
+  // Current parameter values, copied to host memory.
+  TensorMap Parameters() const;
+  // The value a forward op produced in the last step (on its device), e.g. the logits.
+  at::Tensor LastValue(const std::string& tensor_name) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace placer::runtime

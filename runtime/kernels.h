@@ -1,0 +1,16 @@
+// LibTorch kernels of the IR's forward op types (internal to the runtime).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <vector>
+
+#include "graph/ir.h"
+
+namespace placer::runtime {
+
+// Runs forward op `op` on `inputs` (in the op's input order) and returns its outputs. Autograd
+// records the computation when grad mode is on, which is how backward ops get their gradients.
+std::vector<at::Tensor> RunForwardKernel(const graph::Op& op, const std::vector<at::Tensor>& inputs);
+
+}  // namespace placer::runtime

@@ -1,0 +1,38 @@
+// The measured Evaluator: runs the real training step under a placement and times it.
+#pragma once
+
+#include <memory>
+
+#include "graph/ir.h"
+#include "runtime/device.h"
+#include "runtime/evaluator.h"
+
+namespace placer::runtime {
+
+struct MeasurementOptions {
+  int warmup_steps = 5;             // discarded (allocator, caches, thread start-up)
+  int timed_steps = 5;              // the median of these is the step time
+  double time_limit_seconds = 60;   // per placement, warm-up included
+  bool record_trace = false;        // keep the trace of the last timed step
+  uint64_t seed = 0;                // initial parameters and the synthetic minibatch
+};
+
+class MeasuredEvaluator : public Evaluator {
+ public:
+  // `graph` must outlive the evaluator.
+  MeasuredEvaluator(const graph::Graph& graph, DeviceSet devices, MeasurementOptions options);
+  ~MeasuredEvaluator() override;
+  // Never throws for a bad placement: out of memory, a failing op or the time limit make the
+  // result invalid with the reason.
+  EvaluationResult Evaluate(const graph::Placement& placement) override;
+  std::string name() const override { return "measured"; }
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// Median, minimum and maximum of `samples` into `result`.
+void SummariseSamples(const std::vector<double>& samples, EvaluationResult& result);
+
+}  // namespace placer::runtime

@@ -1,0 +1,16 @@
+// Chrome trace files (chrome://tracing, Perfetto): one lane per device and per transfer channel.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "runtime/evaluator.h"
+
+namespace placer::runtime {
+
+std::string ChromeTraceJson(const std::vector<TraceEvent>& events, const std::string& process);
+void WriteChromeTrace(const std::filesystem::path& file, const std::vector<TraceEvent>& events,
+                      const std::string& process);
+
+}  // namespace placer::runtime

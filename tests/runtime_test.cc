@@ -1,0 +1,258 @@
+// The executor as a specification: under every placement, the training step computes exactly what
+// a plain single-device LibTorch training step computes; failures are reported, never crashes.
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+
+#include "graph/models.h"
+#include "graph/placement.h"
+#include "runtime/executor.h"
+#include "runtime/measured_evaluator.h"
+#include "runtime/trace.h"
+
+namespace placer::runtime {
+namespace {
+
+using ::testing::HasSubstr;
+
+DeviceSet CpuWorkers(int count, int64_t capacity = 0) {
+  DeviceSet devices;
+  for (int i = 0; i < count; ++i) {
+    devices.push_back({"cpu:" + std::to_string(i), DeviceType::kCpu, i, 1, capacity});
+  }
+  return devices;
+}
+
+// The d2l LeNet training step written directly in LibTorch: the reference every placement must
+// reproduce.
+void ReferenceLeNetStep(TensorMap& p, const TensorMap& batch, double lr) {
+  std::vector<std::string> names = {"conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias",
+                                    "fc1.weight",   "fc1.bias",   "fc2.weight",   "fc2.bias"};
+  std::vector<at::Tensor> params;
+  for (const auto& name : names) params.push_back(p.at(name).detach().requires_grad_(true));
+  at::Tensor h = at::conv2d(batch.at("images"), params[0], params[1]);
+  h = at::avg_pool2d(at::relu(h), {2, 2}, {2, 2});
+  h = at::conv2d(h, params[2], params[3]);
+  h = at::avg_pool2d(at::relu(h), {2, 2}, {2, 2});
+  h = at::relu(at::linear(h.flatten(1), params[4], params[5]));
+  at::Tensor logits = at::linear(h, params[6], params[7]);
+  at::Tensor loss = at::cross_entropy_loss(logits, batch.at("labels"));
+  std::vector<at::Tensor> grads = torch::autograd::grad({loss}, params);
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < names.size(); ++i) p[names[i]] = p.at(names[i]) - lr * grads[i];
+}
+
+// The parallel MLP's step, likewise.
+void ReferenceMlpStep(TensorMap& p, const TensorMap& batch, const graph::ParallelMlpOptions& o) {
+  std::vector<std::string> names;
+  for (const auto& [name, value] : p) names.push_back(name);
+  std::map<std::string, at::Tensor> w;
+  std::vector<at::Tensor> leaves;
+  for (const auto& name : names) {
+    w[name] = p.at(name).detach().requires_grad_(true);
+    leaves.push_back(w[name]);
+  }
+  at::Tensor sum;
+  for (int64_t b = 0; b < o.branches; ++b) {
+    at::Tensor h = batch.at("features");
+    for (int64_t l = 0; l < o.depth; ++l) {
+      std::string layer = "tower" + std::to_string(b) + ".fc" + std::to_string(l);
+      h = at::relu(at::linear(h, w[layer + ".weight"], w[layer + ".bias"]));
+    }
+    sum = b == 0 ? h : sum + h;
+  }
+  at::Tensor logits = at::linear(sum, w["classifier.weight"], w["classifier.bias"]);
+  at::Tensor loss = at::cross_entropy_loss(logits, batch.at("labels"));
+  std::vector<at::Tensor> grads = torch::autograd::grad({loss}, leaves);
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < names.size(); ++i) {
+    p[names[i]] = p.at(names[i]) - o.learning_rate * grads[i];
+  }
+}
+
+graph::Placement RandomPlacement(const graph::Graph& g, int devices, std::mt19937& rng) {
+  graph::Placement placement = graph::Placement::AllOn(g, DeviceNames(CpuWorkers(devices)), 0);
+  std::uniform_int_distribution<int> pick(0, devices - 1);
+  for (graph::OpId id : g.OpsInPhase(graph::Phase::kForward)) {
+    placement.device_of_op[static_cast<size_t>(id)] = pick(rng);
+  }
+  return placement;
+}
+
+void ExpectSameParameters(const TensorMap& actual, const TensorMap& expected,
+                          const std::string& context) {
+  ASSERT_EQ(actual.size(), expected.size());
+  for (const auto& [name, value] : expected) {
+    ASSERT_TRUE(actual.count(name)) << name;
+    EXPECT_TRUE(at::allclose(actual.at(name), value, 1e-4, 1e-6))
+        << context << ": parameter " << name << " differs by "
+        << (actual.at(name) - value).abs().max().item<double>();
+  }
+}
+
+TEST(ExecutorTest, LeNetOnOneDeviceMatchesThePlainLibTorchStep) {
+  graph::Graph g = graph::BuildLeNet({.batch_size = 64});
+  TensorMap initial = InitializeParameters(g, 7);
+  TensorMap batch = SyntheticBatch(g, 8);
+  Executor executor(g, CpuWorkers(1), graph::Placement::AllOn(g, {"cpu:0"}, 0), initial);
+  TensorMap reference = initial;
+  for (int step = 0; step < 3; ++step) {
+    StepResult r = executor.RunStep(batch);
+    ReferenceLeNetStep(reference, batch, 0.2);
+    EXPECT_GT(r.loss, 0.0);
+  }
+  ExpectSameParameters(executor.Parameters(), reference, "one device");
+}
+
+TEST(ExecutorTest, LeNetLossMatchesTheReferenceLoss) {
+  graph::Graph g = graph::BuildLeNet({.batch_size = 32});
+  TensorMap initial = InitializeParameters(g, 1);
+  TensorMap batch = SyntheticBatch(g, 2);
+  Executor executor(g, CpuWorkers(1), graph::Placement::AllOn(g, {"cpu:0"}, 0), initial);
+  StepResult r = executor.RunStep(batch);
+  // Ten classes and near-zero weights: the first loss is close to log(10).
+  EXPECT_NEAR(r.loss, std::log(10.0), 1e-3);
+}
+
+TEST(ExecutorTest, FiftyRandomLeNetPlacementsMatchTheReference) {
+  graph::Graph g = graph::BuildLeNet({.batch_size = 16, .image_size = 28});
+  TensorMap initial = InitializeParameters(g, 3);
+  TensorMap batch = SyntheticBatch(g, 4);
+  TensorMap reference = initial;
+  for (int step = 0; step < 2; ++step) ReferenceLeNetStep(reference, batch, 0.2);
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 50; ++trial) {
+    graph::Placement placement = RandomPlacement(g, 2, rng);
+    Executor executor(g, CpuWorkers(2), placement, initial);
+    for (int step = 0; step < 2; ++step) executor.RunStep(batch);
+    ExpectSameParameters(executor.Parameters(), reference, "placement " + std::to_string(trial));
+    if (HasFailure()) {
+      ADD_FAILURE() << graph::PlacementToYaml(g, placement);
+      return;
+    }
+  }
+}
+
+TEST(ExecutorTest, FiftyRandomBranchingPlacementsOverThreeWorkersMatchTheReference) {
+  graph::ParallelMlpOptions options{.batch_size = 8, .in_features = 12, .width = 16, .depth = 2,
+                                    .branches = 3, .classes = 5};
+  graph::Graph g = graph::BuildParallelMlp(options);
+  TensorMap initial = InitializeParameters(g, 5);
+  TensorMap batch = SyntheticBatch(g, 6);
+  TensorMap reference = initial;
+  for (int step = 0; step < 2; ++step) ReferenceMlpStep(reference, batch, options);
+  std::mt19937 rng(12);
+  for (int trial = 0; trial < 50; ++trial) {
+    graph::Placement placement = RandomPlacement(g, 3, rng);
+    Executor executor(g, CpuWorkers(3), placement, initial);
+    for (int step = 0; step < 2; ++step) executor.RunStep(batch);
+    ExpectSameParameters(executor.Parameters(), reference, "placement " + std::to_string(trial));
+    if (HasFailure()) return;
+  }
+}
+
+TEST(ExecutorTest, CrossDeviceTensorsAreCopiedAndCounted) {
+  graph::Graph g = graph::BuildLeNet({.batch_size = 16});
+  graph::Placement placement = graph::Placement::AllOn(g, {"cpu:0", "cpu:1"}, 0);
+  placement.device_of_op[static_cast<size_t>(*g.FindOp("fc1"))] = 1;
+  Executor executor(g, CpuWorkers(2), placement, InitializeParameters(g, 0),
+                    {.record_trace = true});
+  StepResult r = executor.RunStep(SyntheticBatch(g, 0));
+  // Forward: flatten's output goes to fc1 on cpu:1, fc1's output comes back to relu3 on cpu:0.
+  // Backward: relu3's gradient goes to fc1's backward on cpu:1, which returns flatten's gradient.
+  int64_t bytes_to_cpu1 = 0, bytes_to_cpu0 = 0;
+  for (const TransferStats& t : r.transfers) {
+    if (t.from == "cpu:0" && t.to == "cpu:1") bytes_to_cpu1 = t.bytes;
+    if (t.from == "cpu:1" && t.to == "cpu:0") bytes_to_cpu0 = t.bytes;
+  }
+  EXPECT_EQ(bytes_to_cpu1, 16 * 800 * 4 + 16 * 128 * 4);
+  EXPECT_EQ(bytes_to_cpu0, 16 * 128 * 4 + 16 * 800 * 4);
+  ASSERT_EQ(r.devices.size(), 2u);
+  EXPECT_GT(r.devices[1].busy_seconds, 0.0);
+  // fc1's parameters live on cpu:1.
+  EXPECT_GE(r.devices[1].peak_memory_bytes, (800 * 128 + 128) * 4);
+
+  nlohmann::json trace = nlohmann::json::parse(ChromeTraceJson(r.trace, "test"));
+  std::set<std::string> lanes;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "thread_name") lanes.insert(e["args"]["name"]);
+  }
+  EXPECT_TRUE(lanes.count("cpu:0") && lanes.count("cpu:1") && lanes.count("cpu:0->cpu:1") &&
+              lanes.count("cpu:1->cpu:0"));
+}
+
+TEST(ExecutorTest, OverCapacityIsAStepFailureNamingTheDeviceAndTheExecutorSurvives) {
+  graph::Graph g = graph::BuildLeNet({.batch_size = 16});
+  DeviceSet devices = CpuWorkers(2);
+  devices[1].memory_capacity = 100 * 1024;  // fc1's weight alone is 400 KiB
+  graph::Placement placement = graph::Placement::AllOn(g, {"cpu:0", "cpu:1"}, 0);
+  placement.device_of_op[static_cast<size_t>(*g.FindOp("fc2"))] = 1;
+  placement.device_of_op[static_cast<size_t>(*g.FindOp("relu3"))] = 1;
+  Executor executor(g, devices, placement, InitializeParameters(g, 0));
+  EXPECT_NO_THROW(executor.RunStep(SyntheticBatch(g, 0)));
+
+  placement.device_of_op[static_cast<size_t>(*g.FindOp("fc1"))] = 1;
+  MeasuredEvaluator evaluator(g, devices, {.warmup_steps = 1, .timed_steps = 1});
+  EvaluationResult r = evaluator.Evaluate(placement);
+  EXPECT_FALSE(r.valid);
+  EXPECT_THAT(r.invalid_reason, AllOf(HasSubstr("out of memory on cpu:1"), HasSubstr("bytes")));
+  // The same evaluator goes on to measure a valid placement.
+  EXPECT_TRUE(evaluator.Evaluate(graph::Placement::AllOn(g, {"cpu:0", "cpu:1"}, 0)).valid);
+}
+
+TEST(ExecutorTest, ActivationsOverCapacityFailMidStepAndTheExecutorCanRunAgain) {
+  graph::Graph g = graph::BuildLeNet({.batch_size = 64});
+  DeviceSet devices = CpuWorkers(2);
+  // conv1's output (64x20x26x26 floats, 3.3 MiB) does not fit in 2 MiB.
+  devices[1].memory_capacity = 2 << 20;
+  graph::Placement placement = graph::Placement::AllOn(g, {"cpu:0", "cpu:1"}, 1);
+  Executor executor(g, devices, placement, InitializeParameters(g, 0));
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    try {
+      executor.RunStep(SyntheticBatch(g, 0));
+      FAIL() << "expected an out-of-memory failure";
+    } catch (const StepFailure& failure) {
+      EXPECT_THAT(failure.what(), HasSubstr("out of memory on cpu:1"));
+    }
+  }
+}
+
+TEST(MeasuredEvaluatorTest, ReportsMedianAndSpreadOfTheTimedSteps) {
+  graph::Graph g = graph::BuildLeNet({.batch_size = 16});
+  MeasuredEvaluator evaluator(g, CpuWorkers(2), {.warmup_steps = 2, .timed_steps = 5});
+  EvaluationResult r = evaluator.Evaluate(graph::Placement::AllOn(g, {"cpu:0", "cpu:1"}, 1));
+  ASSERT_TRUE(r.valid) << r.invalid_reason;
+  EXPECT_EQ(r.step_samples.size(), 5u);
+  EXPECT_LE(r.min_seconds, r.step_seconds);
+  EXPECT_LE(r.step_seconds, r.max_seconds);
+  EXPECT_GT(r.min_seconds, 0.0);
+}
+
+TEST(MeasuredEvaluatorTest, TimeLimitMakesThePlacementInvalid) {
+  graph::Graph g = graph::BuildLeNet({.batch_size = 64});
+  MeasuredEvaluator evaluator(
+      g, CpuWorkers(1), {.warmup_steps = 1000, .timed_steps = 5, .time_limit_seconds = 0.05});
+  EvaluationResult r = evaluator.Evaluate(graph::Placement::AllOn(g, {"cpu:0"}, 0));
+  EXPECT_FALSE(r.valid);
+  EXPECT_THAT(r.invalid_reason, HasSubstr("time limit"));
+}
+
+TEST(SummariseSamplesTest, MedianOfOddAndEvenCounts) {
+  EvaluationResult r;
+  SummariseSamples({3, 1, 2}, r);
+  EXPECT_DOUBLE_EQ(r.step_seconds, 2);
+  SummariseSamples({4, 1, 3, 2}, r);
+  EXPECT_DOUBLE_EQ(r.step_seconds, 2.5);
+  EXPECT_DOUBLE_EQ(r.min_seconds, 1);
+  EXPECT_DOUBLE_EQ(r.max_seconds, 4);
+}
+
+}  // namespace
+}  // namespace placer::runtime
