@@ -61,11 +61,11 @@ TensorId ModelBuilder::Relu(const std::string& name, TensorId x) {
 }
 
 TensorId ModelBuilder::SoftmaxCrossEntropy(const std::string& name, TensorId logits,
-                                           TensorId labels) {
+                                           TensorId labels, int64_t normalizer) {
   Attributes attrs;
   // Mean over the whole minibatch; data parallel shards keep the global batch as normaliser so
   // that their summed gradients equal the single-device gradient.
-  attrs.Set("normalizer", graph_.tensor(logits).shape.at(0));
+  attrs.Set("normalizer", normalizer > 0 ? normalizer : graph_.tensor(logits).shape.at(0));
   return Apply(name, op_types::kSoftmaxCrossEntropy, {logits, labels}, std::move(attrs));
 }
 
@@ -98,8 +98,8 @@ Graph BuildLeNet(const LeNetOptions& o) {
   h = b.Linear("fc1", h, o.hidden, o.init_stddev);
   h = b.Relu("relu3", h);
   h = b.Linear("fc2", h, o.classes, o.init_stddev);
-  b.SoftmaxCrossEntropy("loss", h, y);
-  AppendBackwardAndUpdate(graph, o.learning_rate);
+  b.SoftmaxCrossEntropy("loss", h, y, o.loss_normalizer);
+  if (o.training_step) AppendBackwardAndUpdate(graph, o.learning_rate);
   graph.Validate();
   return graph;
 }
@@ -122,8 +122,8 @@ Graph BuildParallelMlp(const ParallelMlpOptions& o) {
     sum = branch == 0 ? h : b.Apply(fmt::format("merge{}", branch), op_types::kAdd, {sum, h});
   }
   TensorId logits = b.Linear("classifier", sum, o.classes, o.init_stddev);
-  b.SoftmaxCrossEntropy("loss", logits, y);
-  AppendBackwardAndUpdate(graph, o.learning_rate);
+  b.SoftmaxCrossEntropy("loss", logits, y, o.loss_normalizer);
+  if (o.training_step) AppendBackwardAndUpdate(graph, o.learning_rate);
   graph.Validate();
   return graph;
 }

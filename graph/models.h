@@ -22,6 +22,8 @@ struct LeNetOptions {
   int64_t classes = 10;
   double learning_rate = 0.2;
   double init_stddev = 0.01;
+  int64_t loss_normalizer = 0;  // 0: the batch size; data-parallel shards use the global batch
+  bool training_step = true;    // false: forward ops and the loss only
 };
 Graph BuildLeNet(const LeNetOptions& options);
 
@@ -36,6 +38,8 @@ struct ParallelMlpOptions {
   int64_t classes = 10;
   double learning_rate = 0.05;
   double init_stddev = 0.05;
+  int64_t loss_normalizer = 0;
+  bool training_step = true;
 };
 Graph BuildParallelMlp(const ParallelMlpOptions& options);
 
@@ -55,7 +59,9 @@ class ModelBuilder {
                   double stddev);
   TensorId Linear(const std::string& name, TensorId x, int64_t out_features, double stddev);
   TensorId Relu(const std::string& name, TensorId x);
-  TensorId SoftmaxCrossEntropy(const std::string& name, TensorId logits, TensorId labels);
+  // Mean over `normalizer` rows (0: the logits' batch).
+  TensorId SoftmaxCrossEntropy(const std::string& name, TensorId logits, TensorId labels,
+                               int64_t normalizer = 0);
 
  private:
   Graph& graph_;

@@ -16,8 +16,11 @@ OpId OwnerOf(const Graph& graph, TensorId parameter) {
                                graph.tensor(parameter).name));
 }
 
-void AppendBackwardAndUpdate(Graph& graph, double learning_rate) {
+void AppendBackwardAndUpdate(Graph& graph, double learning_rate,
+                             const std::function<std::vector<TensorId>(TensorId)>& tied_with) {
   if (learning_rate <= 0) throw GraphError("the learning rate must be positive");
+  // Several losses (data-parallel replicas) are summed: each seeds its backward with 1.
+  std::vector<bool> is_loss(static_cast<size_t>(graph.num_ops()), false);
   OpId loss = kNoOp;
   for (OpId id = 0; id < graph.num_ops(); ++id) {
     const Op& op = graph.op(id);
@@ -26,9 +29,7 @@ void AppendBackwardAndUpdate(Graph& graph, double learning_rate) {
                                    op.name, ToString(op.phase)));
     }
     if (op.type == op_types::kSoftmaxCrossEntropy) {
-      if (loss != kNoOp) {
-        throw GraphError(fmt::format("two losses: '{}' and '{}'", graph.op(loss).name, op.name));
-      }
+      is_loss[static_cast<size_t>(id)] = true;
       loss = id;
     }
   }
@@ -73,7 +74,7 @@ void AppendBackwardAndUpdate(Graph& graph, double learning_rate) {
         }
       }
     }
-    if (forward_id != loss && backward.inputs.empty()) continue;  // no path to the loss
+    if (!is_loss[static_cast<size_t>(forward_id)] && backward.inputs.empty()) continue;  // no path to the loss
 
     std::vector<int64_t> grad_of;
     for (size_t i = 0; i < forward.inputs.size(); ++i) {
@@ -106,10 +107,16 @@ void AppendBackwardAndUpdate(Graph& graph, double learning_rate) {
     update.phase = Phase::kUpdate;
     update.forward_op = OwnerOf(graph, param);
     update.inputs.push_back(param);
-    for (OpId consumer : graph.tensor(param).consumers) {
-      auto found = grads.find({param, consumer});
-      if (found == grads.end()) continue;
-      for (TensorId grad : found->second) update.inputs.push_back(grad);
+    std::vector<TensorId> sources = {param};
+    if (tied_with) {
+      for (TensorId tied : tied_with(param)) sources.push_back(tied);
+    }
+    for (TensorId source : sources) {
+      for (OpId consumer : graph.tensor(source).consumers) {
+        auto found = grads.find({source, consumer});
+        if (found == grads.end()) continue;
+        for (TensorId grad : found->second) update.inputs.push_back(grad);
+      }
     }
     if (update.inputs.size() == 1) {
       throw GraphError(fmt::format("parameter '{}' does not reach the loss '{}'",

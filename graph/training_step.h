@@ -2,14 +2,21 @@
 // op on the path to the loss (it belongs with that forward op) and one SGD update per parameter.
 #pragma once
 
+#include <functional>
+#include <vector>
+
 #include "graph/ir.h"
 
 namespace placer::graph {
 
-// Appends backward and update ops to `graph`, whose forward ops must end in exactly one
-// SoftmaxCrossEntropy op. Gradient tensors are named "<tensor>.grad@<consumer op>". Throws
-// GraphError when there is no loss, more than one, or a parameter that does not reach the loss.
-void AppendBackwardAndUpdate(Graph& graph, double learning_rate);
+// Appends backward and update ops to `graph`, whose forward ops must end in a SoftmaxCrossEntropy
+// loss (several losses are summed). Gradient tensors are named "<tensor>.grad@<consumer op>". Throws
+// GraphError when there is no loss or a parameter that does not reach the loss.
+// `tied_with(p)`, when given, lists parameters whose gradients are added to p's before its update
+// (data-parallel replicas of one parameter: an all-reduce expressed as graph edges).
+void AppendBackwardAndUpdate(
+    Graph& graph, double learning_rate,
+    const std::function<std::vector<TensorId>(TensorId)>& tied_with = nullptr);
 
 // The op that owns a parameter: its first forward consumer. The parameter lives, and is updated,
 // on that op's device.

@@ -118,7 +118,7 @@ struct Executor::Impl {
     std::vector<at::Tensor> outputs;  // outputs with their autograd history
   };
   std::vector<SavedForBackward> saved;
-  at::Tensor loss;
+  std::vector<at::Tensor> losses;  // per op: the value of each loss op, summed after the step
 
   // Per-step synchronisation.
   struct DeviceQueue {
@@ -472,7 +472,7 @@ struct Executor::Impl {
     for (size_t k = 0; k < outputs.size(); ++k) {
       TensorId t = op.outputs[k];
       at::Tensor value = outputs[k].detach();
-      if (op.type == graph::op_types::kSoftmaxCrossEntropy) loss = value;
+      if (op.type == graph::op_types::kSoftmaxCrossEntropy) losses[static_cast<size_t>(id)] = value;
       PushCopies(t, device, value, remote[static_cast<size_t>(t)]);
       Publish(t, device, std::move(value));
     }
@@ -627,7 +627,7 @@ struct Executor::Impl {
     completed = 0;
     abort = false;
     error.clear();
-    loss = at::Tensor();
+    losses.assign(static_cast<size_t>(graph.num_ops()), at::Tensor());
     for (int d = 0; d < num_devices; ++d) {
       memory_now[static_cast<size_t>(d)] = param_bytes[static_cast<size_t>(d)];
       memory_peak[static_cast<size_t>(d)] = param_bytes[static_cast<size_t>(d)];
@@ -670,7 +670,9 @@ struct Executor::Impl {
     }
     StepResult result;
     result.seconds = Seconds(step_start, end);
-    result.loss = loss.defined() ? loss.item<double>() : 0.0;
+    for (const at::Tensor& value : losses) {
+      if (value.defined()) result.loss += value.item<double>();
+    }
     for (int d = 0; d < num_devices; ++d) {
       result.devices.push_back({devices[static_cast<size_t>(d)].name, busy[static_cast<size_t>(d)],
                                 memory_peak[static_cast<size_t>(d)].load()});

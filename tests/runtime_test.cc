@@ -11,6 +11,7 @@
 #include <random>
 #include <set>
 
+#include "graph/data_parallel.h"
 #include "graph/models.h"
 #include "graph/placement.h"
 #include "runtime/executor.h"
@@ -222,6 +223,62 @@ TEST(ExecutorTest, ActivationsOverCapacityFailMidStepAndTheExecutorCanRunAgain) 
       EXPECT_THAT(failure.what(), HasSubstr("out of memory on cpu:1"));
     }
   }
+}
+
+// Data parallel as in the d2l chapter: shards of the minibatch, gradients summed across replicas,
+// the same update everywhere, equal to the single-device update.
+void CheckDataParallelMatchesReference(const std::vector<double>& weights) {
+  const int64_t batch_size = 24;
+  graph::Graph single = graph::BuildLeNet({.batch_size = batch_size});
+  TensorMap initial = InitializeParameters(single, 21);
+  TensorMap batch = SyntheticBatch(single, 22);
+  TensorMap reference = initial;
+  for (int step = 0; step < 2; ++step) ReferenceLeNetStep(reference, batch, 0.2);
+
+  std::vector<std::string> names;
+  for (size_t r = 0; r < weights.size(); ++r) names.push_back("cpu:" + std::to_string(r));
+  graph::DataParallelGraph dp = graph::BuildDataParallel(
+      [](int64_t shard, int64_t normalizer) {
+        return graph::BuildLeNet(
+            {.batch_size = shard, .loss_normalizer = normalizer, .training_step = false});
+      },
+      batch_size, names, weights, 0.2);
+  TensorMap replicated, shards;
+  int64_t offset = 0;
+  for (size_t r = 0; r < weights.size(); ++r) {
+    const int replica = static_cast<int>(r);
+    for (const auto& [name, value] : initial) replicated[graph::ReplicaName(replica, name)] = value;
+    for (const auto& [name, value] : batch) {
+      shards[graph::ReplicaName(replica, name)] = value.narrow(0, offset, dp.shard_sizes[r]);
+    }
+    offset += dp.shard_sizes[r];
+  }
+  Executor executor(dp.graph, CpuWorkers(static_cast<int>(weights.size())), dp.placement,
+                    replicated);
+  for (int step = 0; step < 2; ++step) executor.RunStep(shards);
+  TensorMap trained = executor.Parameters();
+  for (size_t r = 0; r < weights.size(); ++r) {
+    TensorMap replica_params;
+    for (const auto& [name, value] : reference) {
+      replica_params[name] = trained.at(graph::ReplicaName(static_cast<int>(r), name));
+    }
+    ExpectSameParameters(replica_params, reference, "replica " + std::to_string(r));
+  }
+}
+
+TEST(DataParallelTest, EvenShardsOverTwoWorkersMatchTheSingleDeviceUpdate) {
+  CheckDataParallelMatchesReference({1, 1});
+}
+
+TEST(DataParallelTest, ProportionalShardsOverThreeWorkersMatchTheSingleDeviceUpdate) {
+  CheckDataParallelMatchesReference({3, 1, 2});
+}
+
+TEST(DataParallelTest, SplitBatchIsProportionalAndComplete) {
+  EXPECT_EQ(graph::SplitBatch(256, {1, 1}), (std::vector<int64_t>{128, 128}));
+  EXPECT_EQ(graph::SplitBatch(10, {3, 1}), (std::vector<int64_t>{7, 3}));
+  EXPECT_EQ(graph::SplitBatch(3, {100, 1, 1}), (std::vector<int64_t>{1, 1, 1}));
+  EXPECT_THROW(graph::SplitBatch(1, {1, 1}), graph::GraphError);
 }
 
 TEST(MeasuredEvaluatorTest, ReportsMedianAndSpreadOfTheTimedSteps) {

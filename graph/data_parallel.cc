@@ -1,0 +1,94 @@
+#include "graph/data_parallel.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "graph/training_step.h"
+
+namespace placer::graph {
+
+std::string ReplicaName(int replica, const std::string& name) {
+  return fmt::format("r{}/{}", replica, name);
+}
+
+std::vector<int64_t> SplitBatch(int64_t batch, const std::vector<double>& weights) {
+  const auto parts = static_cast<int64_t>(weights.size());
+  if (parts == 0) throw GraphError("data parallelism needs at least one device");
+  if (batch < parts) {
+    throw GraphError(fmt::format("a batch of {} cannot be split over {} devices", batch, parts));
+  }
+  double total = std::accumulate(weights.begin(), weights.end(), 0.0);
+  if (!(total > 0)) throw GraphError("data-parallel shares must be positive");
+  // One row each, then the rest by largest remainder.
+  std::vector<int64_t> sizes(weights.size(), 1);
+  int64_t rest = batch - parts;
+  std::vector<std::pair<double, size_t>> remainders;
+  int64_t assigned = 0;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    double exact = static_cast<double>(rest) * weights[i] / total;
+    auto whole = static_cast<int64_t>(std::floor(exact));
+    sizes[i] += whole;
+    assigned += whole;
+    remainders.emplace_back(exact - static_cast<double>(whole), i);
+  }
+  std::sort(remainders.begin(), remainders.end(), std::greater<>());
+  for (int64_t k = 0; k < rest - assigned; ++k) ++sizes[remainders[static_cast<size_t>(k)].second];
+  return sizes;
+}
+
+DataParallelGraph BuildDataParallel(const ForwardBuilder& build_forward, int64_t global_batch,
+                                    const std::vector<std::string>& devices,
+                                    const std::vector<double>& weights, double learning_rate) {
+  DataParallelGraph result;
+  result.shard_sizes = SplitBatch(global_batch, weights);
+  Graph& g = result.graph;
+  std::vector<std::vector<TensorId>> replica_params;  // [replica][k]: k-th parameter
+  for (size_t r = 0; r < devices.size(); ++r) {
+    const int replica = static_cast<int>(r);
+    Graph shard = build_forward(result.shard_sizes[r], global_batch);
+    std::vector<TensorId> remap(static_cast<size_t>(shard.num_tensors()));
+    for (TensorId t = 0; t < shard.num_tensors(); ++t) {
+      Tensor copy = shard.tensor(t);
+      copy.name = ReplicaName(replica, copy.name);
+      remap[static_cast<size_t>(t)] = g.AddTensor(std::move(copy));
+    }
+    for (const Op& op : shard.ops()) {
+      Op copy = op;
+      copy.name = ReplicaName(replica, op.name);
+      for (TensorId& t : copy.inputs) t = remap[static_cast<size_t>(t)];
+      for (TensorId& t : copy.outputs) t = remap[static_cast<size_t>(t)];
+      g.AddOp(std::move(copy));
+    }
+    std::vector<TensorId> params;
+    for (TensorId t : shard.Parameters()) params.push_back(remap[static_cast<size_t>(t)]);
+    replica_params.push_back(std::move(params));
+  }
+  // Parameter k of every replica is tied to parameter k of every other replica.
+  std::vector<std::pair<size_t, size_t>> slot(static_cast<size_t>(g.num_tensors()), {0, 0});
+  for (size_t r = 0; r < replica_params.size(); ++r) {
+    for (size_t k = 0; k < replica_params[r].size(); ++k) {
+      slot[static_cast<size_t>(replica_params[r][k])] = {r, k};
+    }
+  }
+  AppendBackwardAndUpdate(g, learning_rate, [&](TensorId param) {
+    auto [replica, k] = slot[static_cast<size_t>(param)];
+    std::vector<TensorId> others;
+    for (size_t r = 0; r < replica_params.size(); ++r) {
+      if (r != replica) others.push_back(replica_params[r][k]);
+    }
+    return others;
+  });
+  g.Validate();
+  result.placement = Placement{devices, std::vector<int>(static_cast<size_t>(g.num_ops()), -1)};
+  for (OpId id : g.OpsInPhase(Phase::kForward)) {
+    const std::string& name = g.op(id).name;
+    result.placement.device_of_op[static_cast<size_t>(id)] =
+        std::stoi(name.substr(1, name.find('/') - 1));
+  }
+  return result;
+}
+
+}  // namespace placer::graph

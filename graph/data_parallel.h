@@ -1,0 +1,37 @@
+// Data parallelism as a graph, as in the d2l multi-GPU chapter: one replica of the model per
+// device, each on its shard of the minibatch; every replica's update adds up all replicas'
+// gradients (an all-reduce, as graph edges), so all replicas take the same SGD step. The executor
+// then runs it like any other placed graph: one code path for every placement.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "graph/ir.h"
+#include "graph/placement.h"
+
+namespace placer::graph {
+
+// Builds the forward graph (forward ops and loss, no training step) for a shard of `batch` rows
+// whose loss is normalised by `normalizer` rows.
+using ForwardBuilder = std::function<Graph(int64_t batch, int64_t normalizer)>;
+
+struct DataParallelGraph {
+  Graph graph;            // replica r's tensors and ops are prefixed "r<r>/"
+  Placement placement;    // replica r on device r
+  std::vector<int64_t> shard_sizes;
+};
+
+// Splits `batch` rows proportionally to `weights` (even when all equal); every shard gets at
+// least one row. Throws GraphError when there are more devices than rows.
+std::vector<int64_t> SplitBatch(int64_t batch, const std::vector<double>& weights);
+
+DataParallelGraph BuildDataParallel(const ForwardBuilder& build_forward, int64_t global_batch,
+                                    const std::vector<std::string>& devices,
+                                    const std::vector<double>& weights, double learning_rate);
+
+// Name of replica r's copy of `name`.
+std::string ReplicaName(int replica, const std::string& name);
+
+}  // namespace placer::graph
