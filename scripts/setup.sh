@@ -7,7 +7,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 APT_PACKAGES=(
   cmake ninja-build g++ ccache pkg-config python3-venv
   libyaml-cpp-dev libprotobuf-dev protobuf-compiler libgtest-dev libgmock-dev
-  libcli11-dev libfmt-dev nlohmann-json3-dev zlib1g-dev
+  libcli11-dev libfmt-dev nlohmann-json3-dev zlib1g-dev libboost-dev
   dataset-fashion-mnist
 )
 

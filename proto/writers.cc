@@ -1,0 +1,142 @@
+#include "proto/writers.h"
+
+#include <fmt/format.h>
+#include <google/protobuf/text_format.h>
+#include <unistd.h>
+
+#include <boost/crc.hpp>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "placement.pb.h"
+#include "tensorboard.pb.h"
+
+namespace placer::proto {
+
+void WritePlacementProto(const std::filesystem::path& binary, const std::filesystem::path& text,
+                         const graph::Graph& graph, const graph::Placement& placement,
+                         const PlacementInfo& info) {
+  placer::proto::Placement message;
+  message.set_model(info.model);
+  message.set_step_seconds(info.step_seconds);
+  message.set_evaluator(info.evaluator);
+  for (const std::string& device : placement.devices) message.add_devices(device);
+  for (graph::OpId id : graph.TopologicalOrder()) {
+    if (graph.op(id).phase != graph::Phase::kForward) continue;
+    OpPlacement* op = message.add_ops();
+    op->set_op(graph.op(id).name);
+    op->set_device(placement.devices.at(
+        static_cast<size_t>(placement.device_of_op.at(static_cast<size_t>(id)))));
+  }
+  std::string wire, readable;
+  message.SerializeToString(&wire);
+  google::protobuf::TextFormat::PrintToString(message, &readable);
+  graph::WriteFileAtomically(binary, wire);
+  graph::WriteFileAtomically(text, readable);
+}
+
+graph::Placement ReadPlacementProto(const std::filesystem::path& file, const graph::Graph& graph,
+                                    const std::vector<std::string>& devices) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) {
+    throw graph::PlacementError(
+        fmt::format("{}: cannot read: {}", file.string(), std::strerror(errno)));
+  }
+  std::stringstream contents;
+  contents << in.rdbuf();
+  placer::proto::Placement message;
+  const std::string ext = file.extension().string();
+  bool parsed = ext == ".pbtxt" || ext == ".txtpb"
+                    ? google::protobuf::TextFormat::ParseFromString(contents.str(), &message)
+                    : message.ParseFromString(contents.str());
+  if (!parsed) {
+    throw graph::PlacementError(
+        fmt::format("{}: not a placement protobuf (truncated or corrupt)", file.string()));
+  }
+  graph::Placement placement{devices, std::vector<int>(static_cast<size_t>(graph.num_ops()), -1)};
+  for (const OpPlacement& op : message.ops()) {
+    auto id = graph.FindOp(op.op());
+    if (!id || graph.op(*id).phase != graph::Phase::kForward) {
+      throw graph::PlacementError(
+          fmt::format("{}: the model has no forward op '{}'", file.string(), op.op()));
+    }
+    auto it = std::find(devices.begin(), devices.end(), op.device());
+    if (it == devices.end()) {
+      throw graph::PlacementError(fmt::format("{}: op '{}': unknown device '{}'", file.string(),
+                                              op.op(), op.device()));
+    }
+    placement.device_of_op[static_cast<size_t>(*id)] = static_cast<int>(it - devices.begin());
+  }
+  for (graph::OpId id : graph.OpsInPhase(graph::Phase::kForward)) {
+    if (placement.device_of_op[static_cast<size_t>(id)] < 0) {
+      throw graph::PlacementError(
+          fmt::format("{}: op '{}' is not placed", file.string(), graph.op(id).name));
+    }
+  }
+  return placement;
+}
+
+uint32_t MaskedCrc32c(const void* data, size_t size) {
+  // CRC-32C: polynomial 0x1EDC6F41, reflected, initial and final XOR 0xFFFFFFFF.
+  boost::crc_optimal<32, 0x1EDC6F41, 0xFFFFFFFF, 0xFFFFFFFF, true, true> crc;
+  crc.process_bytes(data, size);
+  uint32_t c = crc.checksum();
+  return ((c >> 15) | (c << 17)) + 0xa282ead8u;
+}
+
+TensorBoardWriter::TensorBoardWriter(const std::filesystem::path& directory) {
+  std::filesystem::create_directories(directory);
+  char host[256] = "localhost";
+  ::gethostname(host, sizeof(host) - 1);
+  auto now = std::chrono::system_clock::now().time_since_epoch();
+  path_ = directory / fmt::format("events.out.tfevents.{}.{}",
+                                  std::chrono::duration_cast<std::chrono::seconds>(now).count(),
+                                  host);
+  // A resumed run in the same second must not overwrite the earlier file.
+  for (int n = 1; std::filesystem::exists(path_); ++n) path_ += fmt::format(".{}", n);
+  file_ = std::fopen(path_.c_str(), "wb");
+  if (file_ == nullptr) {
+    throw std::runtime_error(
+        fmt::format("cannot write {}: {}", path_.string(), std::strerror(errno)));
+  }
+  tensorboard::Event event;
+  event.set_wall_time(std::chrono::duration<double>(now).count());
+  event.set_file_version("brain.Event:2");
+  WriteRecord(event.SerializeAsString());
+}
+
+TensorBoardWriter::~TensorBoardWriter() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+void TensorBoardWriter::AddScalar(const std::string& tag, int64_t step, double value) {
+  tensorboard::Event event;
+  event.set_wall_time(
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+  event.set_step(step);
+  tensorboard::SummaryValue* summary_value = event.mutable_summary()->add_value();
+  summary_value->set_tag(tag);
+  summary_value->set_simple_value(static_cast<float>(value));
+  WriteRecord(event.SerializeAsString());
+}
+
+void TensorBoardWriter::WriteRecord(const std::string& data) {
+  // TFRecord: uint64 length, masked CRC of the length, data, masked CRC of the data (little
+  // endian, as on every machine this runs on).
+  uint64_t length = data.size();
+  uint32_t length_crc = MaskedCrc32c(&length, sizeof(length));
+  uint32_t data_crc = MaskedCrc32c(data.data(), data.size());
+  bool ok = std::fwrite(&length, sizeof(length), 1, file_) == 1 &&
+            std::fwrite(&length_crc, sizeof(length_crc), 1, file_) == 1 &&
+            std::fwrite(data.data(), 1, data.size(), file_) == data.size() &&
+            std::fwrite(&data_crc, sizeof(data_crc), 1, file_) == 1 && std::fflush(file_) == 0;
+  if (!ok) {
+    throw std::runtime_error(
+        fmt::format("cannot write {}: {}", path_.string(), std::strerror(errno)));
+  }
+}
+
+}  // namespace placer::proto
