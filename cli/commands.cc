@@ -1,0 +1,211 @@
+#include "cli/commands.h"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <optional>
+
+#include <iostream>
+
+#include "cli/inspect.h"
+#include "cli/model_factory.h"
+#include "config/config.h"
+#include "graph/placement.h"
+#include "runtime/device.h"
+#include "runtime/measured_evaluator.h"
+#include "runtime/trace.h"
+#include "runtime/trainer.h"
+
+namespace placer::cli {
+namespace {
+
+int Inspect(const Commands& c) {
+  config::Config config = config::LoadConfig(c.config_path);
+  graph::Graph graph = BuildModel(config);
+  std::cout << fmt::format("model: {} (batch {}, SGD lr {})\n\n", config.model.builtin,
+                           config.model.batch_size, config.model.learning_rate);
+  PrintInspection(graph, std::cout);
+  return kExitOk;
+}
+
+int Validate(const Commands& c) {
+  config::Config config = config::LoadConfig(c.config_path);
+  graph::Graph graph = BuildModel(config);
+  std::cout << fmt::format("{}: valid ({} model, {} ops, {} parameters)\n", c.config_path,
+                           config.model.builtin, graph.num_ops(), graph.ParameterCount());
+  return kExitOk;
+}
+
+runtime::MeasurementOptions MeasurementFrom(const config::Config& config) {
+  return {.warmup_steps = config.measurement.warmup_steps,
+          .timed_steps = config.measurement.timed_steps,
+          .time_limit_seconds = config.measurement.time_limit_seconds,
+          .seed = config.model.init_seed};
+}
+
+// The placement named on the command line: a YAML file, or every op on one device (by default the
+// first configured device).
+graph::Placement ChoosePlacement(const Commands& c, const graph::Graph& graph,
+                                 const runtime::DeviceSet& devices, std::string& description) {
+  std::vector<std::string> names = runtime::DeviceNames(devices);
+  if (!c.placement_path.empty()) {
+    if (!c.device.empty()) throw InputError("give either --placement or --device, not both");
+    description = c.placement_path;
+    try {
+      return graph::ReadPlacementYaml(c.placement_path, graph, names);
+    } catch (const graph::PlacementError& error) {
+      throw InputError(error.what());
+    }
+  }
+  std::string device = c.device.empty() ? names.front() : c.device;
+  auto it = std::find(names.begin(), names.end(), device);
+  if (it == names.end()) {
+    throw InputError(fmt::format("--device {}: not one of the configured devices ({})", device,
+                                 fmt::join(names, ", ")));
+  }
+  description = "every op on " + device;
+  return graph::Placement::AllOn(graph, names, static_cast<int>(it - names.begin()));
+}
+
+void PrintEvaluation(const runtime::EvaluationResult& r, std::ostream& out) {
+  out << fmt::format("step time: {:.3f} ms (median of {}; min {:.3f}, max {:.3f})\n",
+                     r.step_seconds * 1e3, r.step_samples.size(), r.min_seconds * 1e3,
+                     r.max_seconds * 1e3);
+  out << fmt::format("\n{:<10} {:>10} {:>7} {:>14}\n", "device", "busy ms", "busy", "peak memory");
+  for (const runtime::DeviceStats& d : r.devices) {
+    out << fmt::format("{:<10} {:>10.3f} {:>6.0f}% {:>10.2f} MiB\n", d.device,
+                       d.busy_seconds * 1e3, 100 * d.busy_seconds / r.step_seconds,
+                       static_cast<double>(d.peak_memory_bytes) / (1 << 20));
+  }
+  if (!r.transfers.empty()) {
+    out << fmt::format("\n{:<22} {:>7} {:>12} {:>10}\n", "transfer", "copies", "bytes", "ms");
+    for (const runtime::TransferStats& t : r.transfers) {
+      out << fmt::format("{:<22} {:>7} {:>12} {:>10.3f}\n", t.from + " -> " + t.to, t.count,
+                         t.bytes, t.seconds * 1e3);
+    }
+  }
+}
+
+// Data parallel over every configured device, evenly split, as in the d2l chapter.
+graph::DataParallelGraph DataParallelFor(const config::Config& config,
+                                         const runtime::DeviceSet& devices) {
+  return graph::BuildDataParallel(ForwardBuilderFor(config), config.model.batch_size,
+                                  runtime::DeviceNames(devices),
+                                  std::vector<double>(devices.size(), 1.0),
+                                  config.model.learning_rate);
+}
+
+int Evaluate(const Commands& c) {
+  config::Config config = config::LoadConfig(c.config_path);
+  graph::Graph single = BuildModel(config);
+  runtime::DeviceSet devices = runtime::ResolveDevices(config);
+  std::string description;
+  std::optional<graph::DataParallelGraph> dp;
+  graph::Placement placement;
+  if (c.data_parallel) {
+    if (!c.placement_path.empty() || !c.device.empty()) {
+      throw InputError("--data-parallel places the replicas itself: drop --placement/--device");
+    }
+    dp = DataParallelFor(config, devices);
+    placement = dp->placement;
+    description = fmt::format("data parallel, shards of {}", fmt::join(dp->shard_sizes, "/"));
+  } else {
+    placement = ChoosePlacement(c, single, devices, description);
+  }
+  const graph::Graph& graph = dp ? dp->graph : single;
+  runtime::MeasurementOptions options = MeasurementFrom(config);
+  options.record_trace = !c.trace_path.empty();
+  runtime::MeasuredEvaluator evaluator(graph, devices, options);
+  std::cout << fmt::format("model: {} (batch {}), placement: {}, devices: {}\n",
+                           config.model.builtin, config.model.batch_size, description,
+                           fmt::join(runtime::DeviceNames(devices), ", "));
+  runtime::EvaluationResult result = evaluator.Evaluate(placement);
+  if (!result.valid) {
+    std::cout << "invalid placement: " << result.invalid_reason << '\n';
+    return kExitFailure;
+  }
+  PrintEvaluation(result, std::cout);
+  if (!c.trace_path.empty()) {
+    runtime::WriteChromeTrace(c.trace_path, result.trace, "placer evaluate: " + description);
+    std::cout << "\ntrace of the last timed step: " << c.trace_path
+              << " (open in https://ui.perfetto.dev or chrome://tracing)\n";
+  }
+  return kExitOk;
+}
+
+int Train(const Commands& c) {
+  config::Config config = config::LoadConfig(c.config_path);
+  graph::Graph single = BuildModel(config);
+  graph::Graph eval_graph = ForwardBuilderFor(config)(config.model.batch_size, 0);
+  runtime::DeviceSet devices = runtime::ResolveDevices(config);
+  if (c.epochs < 1) throw InputError("--epochs must be at least 1");
+  std::string description;
+  std::optional<graph::DataParallelGraph> dp;
+  runtime::TrainingSetup setup;
+  if (c.data_parallel) {
+    dp = DataParallelFor(config, devices);
+    setup = runtime::DataParallelSetup(*dp);
+    description = fmt::format("data parallel, shards of {}", fmt::join(dp->shard_sizes, "/"));
+  } else {
+    setup = runtime::SingleModelSetup(single, ChoosePlacement(c, single, devices, description));
+  }
+  runtime::ImageDataset train = runtime::LoadFashionMnist("train");
+  runtime::ImageDataset test = runtime::LoadFashionMnist("test");
+  if (train.rows != config.model.lenet.image_size) {
+    throw InputError(fmt::format("Fashion-MNIST images are {}x{}; set model.lenet.image_size: {}",
+                                 train.rows, train.cols, train.rows));
+  }
+  std::cout << fmt::format("training {} on Fashion-MNIST ({} train, {} test images), batch {}, "
+                           "lr {}, {}, devices: {}\n",
+                           config.model.builtin, train.count, test.count, config.model.batch_size,
+                           config.model.learning_rate, description,
+                           fmt::join(runtime::DeviceNames(devices), ", "));
+  std::cout << fmt::format("{:>5} {:>6} {:>10} {:>9} {:>11}\n", "epoch", "steps", "train loss",
+                           "test acc", "s / epoch");
+  runtime::TrainOptions options{.epochs = c.epochs, .max_steps_per_epoch = c.max_steps,
+                                .seed = config.model.init_seed};
+  runtime::Train(setup, eval_graph, devices, train, test, options,
+                 [](const runtime::EpochReport& r) {
+                   std::cout << fmt::format("{:>5} {:>6} {:>10.4f} {:>8.2f}% {:>11.2f}\n",
+                                            r.epoch, r.steps, r.train_loss,
+                                            100 * r.test_accuracy, r.seconds)
+                             << std::flush;
+                 });
+  return kExitOk;
+}
+
+CLI::App* AddConfigCommand(CLI::App& app, Commands& c, const std::string& name,
+                           const std::string& help, int (*body)(const Commands&)) {
+  CLI::App* sub = app.add_subcommand(name, help);
+  sub->add_option("-c,--config", c.config_path, "YAML config file (see configs/SCHEMA.md)")
+      ->required();
+  sub->callback([&c, body] { c.run = [&c, body] { return body(c); }; });
+  return sub;
+}
+
+}  // namespace
+
+void RegisterCommands(CLI::App& app, Commands& c) {
+  AddConfigCommand(app, c, "inspect",
+                   "print the training step: ops, shapes, parameters, FLOPs and bytes", Inspect);
+  AddConfigCommand(app, c, "validate", "check a config and the model it describes", Validate);
+  CLI::App* evaluate = AddConfigCommand(
+      app, c, "evaluate", "run and time the real training step under one placement", Evaluate);
+  evaluate->add_option("-p,--placement", c.placement_path, "placement YAML (op name -> device)");
+  evaluate->add_option("-d,--device", c.device, "put every op on this device instead");
+  evaluate->add_option("-t,--trace", c.trace_path, "write a Chrome trace of the last timed step");
+  evaluate->add_flag("--data-parallel", c.data_parallel,
+                     "replicate the model on every device, split the minibatch, sum gradients");
+  CLI::App* train = AddConfigCommand(
+      app, c, "train", "train on Fashion-MNIST under a placement, report test accuracy", Train);
+  train->add_option("-p,--placement", c.placement_path, "placement YAML (op name -> device)");
+  train->add_option("-d,--device", c.device, "put every op on this device instead");
+  train->add_flag("--data-parallel", c.data_parallel, "data parallel over every device");
+  train->add_option("-e,--epochs", c.epochs, "epochs")->capture_default_str();
+  train->add_option("--max-steps", c.max_steps, "cap on minibatches per epoch (0: all)")
+      ->capture_default_str();
+}
+
+}  // namespace placer::cli

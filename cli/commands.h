@@ -1,0 +1,38 @@
+// Subcommands of `placer`. Each reads its config, does its job and returns an exit code; bad
+// input surfaces as an exception that main() turns into a message and exit code 2.
+#pragma once
+
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+namespace CLI {
+class App;
+}
+
+namespace placer::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitBadInput = 2;
+
+// Bad input that is not a config or graph error (a placement file, a device, a flag value).
+class InputError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct Commands {
+  std::function<int()> run;  // set by the chosen subcommand's callback
+  std::string config_path;
+  std::string placement_path;
+  std::string trace_path;
+  std::string device;
+  bool data_parallel = false;
+  int epochs = 10;
+  int max_steps = 0;
+};
+
+void RegisterCommands(CLI::App& app, Commands& commands);
+
+}  // namespace placer::cli

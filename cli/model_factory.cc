@@ -1,0 +1,41 @@
+#include "cli/model_factory.h"
+
+#include "graph/models.h"
+
+namespace placer::cli {
+
+namespace {
+
+graph::Graph Build(const config::Config& config, int64_t batch, int64_t normalizer,
+                   bool training_step) {
+  const config::ModelConfig& m = config.model;
+  if (m.builtin == "lenet") {
+    graph::LeNetOptions options;
+    options.batch_size = batch;
+    options.learning_rate = m.learning_rate;
+    options.image_size = m.lenet.image_size;
+    options.conv1_channels = m.lenet.conv1_channels;
+    options.conv2_channels = m.lenet.conv2_channels;
+    options.hidden = m.lenet.hidden;
+    options.classes = m.lenet.classes;
+    options.loss_normalizer = normalizer;
+    options.training_step = training_step;
+    return graph::BuildLeNet(options);
+  }
+  throw config::ConfigError(config.source.string(), 0, 0, "model.builtin",
+                            "unknown built-in model '" + m.builtin + "'");
+}
+
+}  // namespace
+
+graph::Graph BuildModel(const config::Config& config) {
+  return Build(config, config.model.batch_size, 0, true);
+}
+
+graph::ForwardBuilder ForwardBuilderFor(const config::Config& config) {
+  return [config](int64_t batch, int64_t normalizer) {
+    return Build(config, batch, normalizer, false);
+  };
+}
+
+}  // namespace placer::cli

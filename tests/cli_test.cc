@@ -1,0 +1,87 @@
+// The real `placer` binary: subcommands, exit codes and messages a user sees.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Result {
+  int exit_code;
+  std::string output;  // stdout and stderr together
+};
+
+Result RunPlacer(const std::string& args) {
+  std::string command = std::string(PLACER_BINARY) + " " + args + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return {-1, "popen failed"};
+  std::string output;
+  std::array<char, 4096> buffer;
+  size_t n;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) output.append(buffer.data(), n);
+  int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+std::string DefaultConfig() { return std::string(PLACER_SOURCE_DIR) + "/configs/lenet.yaml"; }
+
+std::string WriteTemp(const std::string& name, const std::string& text) {
+  auto path = std::filesystem::temp_directory_path() / ("placer_cli_test_" + name);
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+TEST(CliTest, HelpListsTheSubcommands) {
+  Result r = RunPlacer("--help");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.output, AllOf(HasSubstr("inspect"), HasSubstr("validate")));
+}
+
+TEST(CliTest, InspectPrintsTheLeNetTable) {
+  Result r = RunPlacer("inspect --config " + DefaultConfig());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("[256x20x26x26]"));
+  EXPECT_THAT(r.output, HasSubstr("parameters: 129068 in 8 tensors"));
+  EXPECT_THAT(r.output, HasSubstr("conv2.backward"));
+  EXPECT_THAT(r.output, HasSubstr("fc1.weight.update"));
+}
+
+TEST(CliTest, ValidateAcceptsTheDefaultConfig) {
+  Result r = RunPlacer("validate --config " + DefaultConfig());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("valid"));
+}
+
+TEST(CliTest, BadConfigExitsWithTwoAndNamesFileKeyAndLine) {
+  std::string path = WriteTemp("bad.yaml", "model:\n  builtin: lenet\n  batch_sise: 4\n");
+  Result r = RunPlacer("validate --config " + path);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr(path + ":3"), HasSubstr("model.batch_sise")));
+}
+
+TEST(CliTest, InconsistentModelSizesExitWithTwo) {
+  std::string path = WriteTemp("tiny.yaml", "model:\n  builtin: lenet\n  lenet:\n    image_size: 15\n");
+  Result r = RunPlacer("validate --config " + path);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("image_size"));
+}
+
+TEST(CliTest, MissingConfigFileExitsWithTwo) {
+  Result r = RunPlacer("inspect --config /nonexistent/placer.yaml");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("/nonexistent/placer.yaml"));
+}
+
+TEST(CliTest, UnknownSubcommandIsAUsageError) {
+  Result r = RunPlacer("frobnicate");
+  EXPECT_NE(r.exit_code, 0);
+}
+
+}  // namespace
