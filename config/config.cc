@@ -1,0 +1,439 @@
+#include "config/config.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+namespace placer::config {
+namespace {
+
+constexpr std::array<std::string_view, 1> kBuiltinModels = {"lenet"};
+
+std::string FormatError(const std::string& file, int line, int column, const std::string& key_path,
+                        const std::string& message) {
+  // Line 0 means "no position" (e.g. the file could not be opened at all).
+  std::string where = line > 0 ? fmt::format("{}:{}:{}", file, line, column) : file;
+  if (key_path.empty()) return fmt::format("{}: {}", where, message);
+  return fmt::format("{}: {}: {}", where, key_path, message);
+}
+
+// Text as it may appear in a message: control bytes are escaped and long text is cut, so that
+// binary garbage can neither mangle the terminal nor flood it.
+std::string Printable(const std::string& text, size_t max_chars = 40) {
+  std::string printable;
+  for (size_t i = 0; i < text.size() && i < max_chars; ++i) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    printable +=
+        byte < 0x20 || byte == 0x7f ? fmt::format("\\x{:02x}", byte) : std::string(1, text[i]);
+  }
+  return text.size() > max_chars ? printable + "..." : printable;
+}
+
+// fmt rather than operator+: GCC 12 -O3 raises a false -Wrestrict on "'" + std::string.
+std::string Quote(const std::string& text) { return fmt::format("'{}'", Printable(text)); }
+
+std::string Describe(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Scalar:
+      return Quote(node.Scalar());
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a mapping";
+    default:
+      return "nothing";
+  }
+}
+
+// A YAML value together with what an error about it must report.
+struct Value {
+  const std::string* file;
+  YAML::Node node;
+  // The key's position for mapping entries (a null value has no useful position of its own), the
+  // item's for list items.
+  YAML::Mark mark;
+  std::string path;
+
+  [[noreturn]] void Fail(const std::string& message) const {
+    throw ConfigError(*file, mark.line + 1, mark.column + 1, path, message);
+  }
+};
+
+// A mapping checked against its allowed keys up front: unknown, repeated and non-string keys are
+// rejected, so readers only look up known names.
+class Mapping {
+ public:
+  Mapping(const Value& value, std::initializer_list<std::string_view> allowed) : value_(value) {
+    if (value.node.IsNull()) return;  // `section:` with nothing under it keeps the defaults
+    if (!value.node.IsMap()) value.Fail("expected a mapping, got " + Describe(value.node));
+    for (const auto& entry : value.node) {
+      const YAML::Node& key = entry.first;
+      if (!key.IsScalar()) {
+        Value{value.file, key, key.Mark(), value.path}.Fail("expected a key name, got " +
+                                                            Describe(key));
+      }
+      const std::string& name = key.Scalar();
+      Value child{value.file, entry.second, key.Mark(),
+                  value.path.empty() ? Printable(name) : value.path + "." + Printable(name)};
+      if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
+        child.Fail(fmt::format("unknown key {}; expected one of: {}", Quote(name),
+                               fmt::join(allowed, ", ")));
+      }
+      auto [previous, inserted] = entries_.emplace(name, child);
+      if (!inserted) {
+        child.Fail(
+            fmt::format("duplicate key; first given on line {}", previous->second.mark.line + 1));
+      }
+    }
+  }
+
+  const Value* Find(std::string_view key) const {
+    auto it = entries_.find(key);
+    return it == entries_.end() ? nullptr : &it->second;
+  }
+
+  const Value& Require(std::string_view key) const {
+    if (const Value* found = Find(key)) return *found;
+    value_.Fail(fmt::format("missing required key '{}'", key));
+  }
+
+ private:
+  Value value_;
+  std::map<std::string, Value, std::less<>> entries_;
+};
+
+template <typename T>
+T ToInteger(const Value& value) {
+  if (value.node.IsScalar()) {
+    const std::string& text = value.node.Scalar();
+    T result{};
+    auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), result);
+    if (error == std::errc() && end == text.data() + text.size()) return result;
+    if (error == std::errc::result_out_of_range) value.Fail(Quote(text) + " is out of range");
+  }
+  value.Fail(fmt::format("expected {} integer, got {}",
+                         std::is_signed_v<T> ? "an" : "a non-negative", Describe(value.node)));
+}
+
+double ToNumber(const Value& value) {
+  if (value.node.IsScalar()) {
+    const std::string& text = value.node.Scalar();
+    double result = 0;
+    auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), result);
+    if (error == std::errc() && end == text.data() + text.size() && std::isfinite(result)) {
+      return result;
+    }
+  }
+  value.Fail("expected a number, got " + Describe(value.node));
+}
+
+std::string ToString(const Value& value) {
+  if (!value.node.IsScalar()) value.Fail("expected a string, got " + Describe(value.node));
+  if (value.node.Scalar().empty()) value.Fail("must not be empty");
+  return value.node.Scalar();
+}
+
+// Sets *out from `key` when present. type_identity keeps `minimum` from fighting over T.
+template <typename T>
+void ReadInteger(const Mapping& mapping, std::string_view key, std::type_identity_t<T> minimum,
+                 T* out) {
+  if (const Value* value = mapping.Find(key)) {
+    const T number = ToInteger<T>(*value);
+    if (number < minimum) value->Fail(fmt::format("must be >= {}, got {}", minimum, number));
+    *out = number;
+  }
+}
+
+template <typename T>
+void ReadUnsigned(const Mapping& mapping, std::string_view key, T* out) {
+  if (const Value* value = mapping.Find(key)) *out = ToInteger<T>(*value);
+}
+
+void ReadPositive(const Mapping& mapping, std::string_view key, double* out) {
+  if (const Value* value = mapping.Find(key)) {
+    const double number = ToNumber(*value);
+    if (number <= 0) value->Fail(fmt::format("must be > 0, got {}", number));
+    *out = number;
+  }
+}
+
+ModelConfig ReadModel(const Value& value) {
+  Mapping mapping(value, {"builtin", "batch_size", "learning_rate", "init_seed", "lenet"});
+  ModelConfig model;
+  const Value& builtin = mapping.Require("builtin");
+  model.builtin = ToString(builtin);
+  if (std::find(kBuiltinModels.begin(), kBuiltinModels.end(), model.builtin) ==
+      kBuiltinModels.end()) {
+    builtin.Fail(fmt::format("unknown model {}; known models: {}", Quote(model.builtin),
+                             fmt::join(kBuiltinModels, ", ")));
+  }
+  ReadInteger(mapping, "batch_size", 1, &model.batch_size);
+  ReadPositive(mapping, "learning_rate", &model.learning_rate);
+  ReadUnsigned(mapping, "init_seed", &model.init_seed);
+  if (const Value* lenet_value = mapping.Find("lenet")) {
+    Mapping lenet(*lenet_value,
+                  {"image_size", "conv1_channels", "conv2_channels", "hidden", "classes"});
+    // Below 16 pixels the second pooling layer of the d2l LeNet has nothing left to pool.
+    ReadInteger(lenet, "image_size", 16, &model.lenet.image_size);
+    ReadInteger(lenet, "conv1_channels", 1, &model.lenet.conv1_channels);
+    ReadInteger(lenet, "conv2_channels", 1, &model.lenet.conv2_channels);
+    ReadInteger(lenet, "hidden", 1, &model.lenet.hidden);
+    ReadInteger(lenet, "classes", 1, &model.lenet.classes);
+  }
+  return model;
+}
+
+int64_t ReadMemory(const Value& value) {
+  const std::optional<int64_t> bytes =
+      value.node.IsScalar() ? ParseByteSize(value.node.Scalar()) : std::nullopt;
+  if (!bytes) {
+    value.Fail("expected a byte size like '4GiB', '512MiB' or a byte count, got " +
+               Describe(value.node));
+  }
+  if (*bytes <= 0) value.Fail(fmt::format("must be > 0, got {}", *bytes));
+  return *bytes;
+}
+
+// Matches ^(cpu|cuda):[0-9]+$ (std::regex would be overkill, and trips GCC 12 warnings).
+bool IsDeviceName(std::string_view name) {
+  const size_t colon = name.find(':');
+  if (colon == std::string_view::npos) return false;
+  const std::string_view kind = name.substr(0, colon);
+  const std::string_view index = name.substr(colon + 1);
+  return (kind == "cpu" || kind == "cuda") && !index.empty() &&
+         index.find_first_not_of("0123456789") == std::string_view::npos;
+}
+
+DevicesConfig ReadDevices(const Value& value) {
+  DevicesConfig result;
+  if (value.node.IsScalar() && value.node.Scalar() == "auto") return result;
+  if (!value.node.IsSequence()) {
+    value.Fail("expected a list of devices or 'auto', got " + Describe(value.node));
+  }
+  if (value.node.size() == 0) value.Fail("at least one device is required (or 'auto')");
+  result.automatic = false;
+  std::map<std::string, int> line_of_device;
+  for (const YAML::Node& item_node : value.node) {
+    const Value item{value.file, item_node, item_node.Mark(),
+                     fmt::format("{}[{}]", value.path, result.devices.size())};
+    DeviceConfig device;
+    device.line = item.mark.line + 1;
+    Value name = item;
+    if (item.node.IsMap()) {
+      Mapping fields(item, {"name", "threads", "memory"});
+      name = fields.Require("name");
+      ReadInteger(fields, "threads", 1, &device.threads);
+      if (const Value* memory = fields.Find("memory")) device.memory_bytes = ReadMemory(*memory);
+    } else if (!item.node.IsScalar()) {
+      item.Fail("expected a device name like 'cpu:0' or a mapping with 'name', got " +
+                Describe(item.node));
+    }
+    device.name = ToString(name);
+    if (!IsDeviceName(device.name)) {
+      name.Fail(
+          fmt::format("invalid device name {}; expected 'cpu:N' or 'cuda:N'", Quote(device.name)));
+    }
+    auto [first, inserted] = line_of_device.emplace(device.name, device.line);
+    if (!inserted) {
+      name.Fail(fmt::format("duplicate device '{}' on line {}; first declared on line {}",
+                            device.name, device.line, first->second));
+    }
+    result.devices.push_back(std::move(device));
+  }
+  return result;
+}
+
+MeasurementConfig ReadMeasurement(const Value& value) {
+  Mapping mapping(value, {"warmup_steps", "timed_steps", "time_limit_seconds"});
+  MeasurementConfig measurement;
+  ReadInteger(mapping, "warmup_steps", 0, &measurement.warmup_steps);
+  ReadInteger(mapping, "timed_steps", 1, &measurement.timed_steps);
+  ReadPositive(mapping, "time_limit_seconds", &measurement.time_limit_seconds);
+  return measurement;
+}
+
+SearchConfig ReadSearch(const Value& value) {
+  Mapping mapping(value, {"policy_steps", "samples_per_step", "max_evaluations", "max_wall_seconds",
+                          "seed", "checkpoint_every"});
+  SearchConfig search;
+  ReadInteger(mapping, "policy_steps", 1, &search.policy_steps);
+  ReadInteger(mapping, "samples_per_step", 1, &search.samples_per_step);
+  ReadInteger(mapping, "max_evaluations", 1, &search.max_evaluations);
+  ReadPositive(mapping, "max_wall_seconds", &search.max_wall_seconds);
+  ReadUnsigned(mapping, "seed", &search.seed);
+  ReadInteger(mapping, "checkpoint_every", 1, &search.checkpoint_every);
+  return search;
+}
+
+OutputConfig ReadOutput(const Value& value) {
+  Mapping mapping(value, {"directory"});
+  OutputConfig output;
+  if (const Value* directory = mapping.Find("directory")) output.directory = ToString(*directory);
+  return output;
+}
+
+// Sees only where documents start; the tree itself is built by YAML::Load.
+class DocumentStarts : public YAML::EventHandler {
+ public:
+  std::vector<YAML::Mark> marks;
+
+  void OnDocumentStart(const YAML::Mark& mark) override { marks.push_back(mark); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
+// Rejects a second document, which YAML::Load would silently drop. YAML::LoadAll is no option: in
+// yaml-cpp 0.7 a stray ',' where a document starts makes the parser report empty documents forever
+// without consuming it, and LoadAll collects them until memory runs out. Here a document that
+// starts where the previous one did is that stuck parser, and a syntax error.
+void CheckSingleDocument(const std::string& text, const std::string& file_name) {
+  std::istringstream stream(text);
+  YAML::Parser parser(stream);
+  DocumentStarts starts;
+  const std::vector<YAML::Mark>& marks = starts.marks;
+  while (marks.size() < 3 && parser.HandleNextDocument(starts)) {
+    const YAML::Mark& last = marks.back();
+    if (marks.size() >= 2 && marks[marks.size() - 2].pos == last.pos) {
+      const std::string token = text.substr(static_cast<size_t>(last.pos), 1);
+      throw ConfigError(file_name, last.line + 1, last.column + 1, "",
+                        "invalid YAML: unexpected " + Quote(token));
+    }
+  }
+  if (marks.size() > 1) {
+    throw ConfigError(file_name, marks[1].line + 1, marks[1].column + 1, "",
+                      "a second YAML document starts here; expected exactly one");
+  }
+}
+
+Config ReadConfig(const YAML::Node& root, const std::string& file_name) {
+  const Value top{&file_name, root, root.Mark(), ""};
+  if (!root.IsMap()) top.Fail("the top level must be a mapping of sections, got " + Describe(root));
+  Mapping sections(top, {"model", "devices", "measurement", "search", "output"});
+  Config config;
+  config.source = file_name;
+  config.model = ReadModel(sections.Require("model"));
+  if (const Value* devices = sections.Find("devices")) config.devices = ReadDevices(*devices);
+  if (const Value* measurement = sections.Find("measurement")) {
+    config.measurement = ReadMeasurement(*measurement);
+  }
+  if (const Value* search = sections.Find("search")) config.search = ReadSearch(*search);
+  if (const Value* output = sections.Find("output")) config.output = ReadOutput(*output);
+  return config;
+}
+
+}  // namespace
+
+ConfigError::ConfigError(std::string file, int line, int column, std::string key_path,
+                         std::string message)
+    : std::runtime_error(FormatError(file, line, column, key_path, message)),
+      file_(std::move(file)),
+      line_(line),
+      key_path_(std::move(key_path)) {}
+
+Config ParseConfig(const std::string& yaml_text, const std::string& file_name) {
+  try {
+    CheckSingleDocument(yaml_text, file_name);
+    const YAML::Node root = YAML::Load(yaml_text);
+    if (root.IsNull()) {
+      throw ConfigError(file_name, 1, 1, "",
+                        "no settings found; expected a mapping with at least a 'model' section");
+    }
+    return ReadConfig(root, file_name);
+  } catch (const YAML::Exception& error) {
+    // Syntax errors, and a safety net for anything yaml-cpp throws while the tree is read.
+    throw ConfigError(file_name, error.mark.line + 1, error.mark.column + 1, "",
+                      "invalid YAML: " + Printable(error.msg, 200));
+  }
+}
+
+Config LoadConfig(const std::filesystem::path& file) {
+  const std::string file_name = file.string();
+  std::error_code ignored;
+  // Opening a directory succeeds on Linux; only the read would fail, with a vaguer reason.
+  if (std::filesystem::is_directory(file, ignored)) {
+    throw ConfigError(file_name, 0, 0, "", fmt::format("cannot read: {}", std::strerror(EISDIR)));
+  }
+  std::ifstream stream(file, std::ios::binary);
+  if (!stream) {
+    throw ConfigError(file_name, 0, 0, "", fmt::format("cannot read: {}", std::strerror(errno)));
+  }
+  std::ostringstream text;
+  text << stream.rdbuf();
+  if (stream.bad()) {
+    throw ConfigError(file_name, 0, 0, "", fmt::format("cannot read: {}", std::strerror(errno)));
+  }
+  Config config = ParseConfig(text.str(), file_name);
+  config.source = file;
+  if (config.output.directory.is_relative()) {
+    config.output.directory = (file.parent_path() / config.output.directory).lexically_normal();
+  }
+  return config;
+}
+
+std::optional<int64_t> ParseByteSize(const std::string& text) {
+  static constexpr std::pair<std::string_view, int64_t> kUnits[] = {
+      {"", 1},
+      {"B", 1},
+      {"KB", 1000},
+      {"MB", 1000 * 1000},
+      {"GB", 1000 * 1000 * 1000},
+      {"TB", int64_t{1000} * 1000 * 1000 * 1000},
+      {"KiB", int64_t{1} << 10},
+      {"MiB", int64_t{1} << 20},
+      {"GiB", int64_t{1} << 30},
+      {"TiB", int64_t{1} << 40},
+  };
+  const std::string_view all(text);
+  const size_t number_end = all.find_first_not_of("0123456789.");
+  const std::string_view number = all.substr(0, number_end);
+  std::string_view unit = number_end == std::string_view::npos ? "" : all.substr(number_end);
+  if (unit.size() > 1 && unit.front() == ' ') unit.remove_prefix(1);
+  const auto* found = std::find_if(std::begin(kUnits), std::end(kUnits),
+                                   [&](const auto& entry) { return entry.first == unit; });
+  if (found == std::end(kUnits) || number.empty()) return std::nullopt;
+  const int64_t multiplier = found->second;
+
+  const char* const begin = number.data();
+  const char* const end = number.data() + number.size();
+  if (number.find('.') == std::string_view::npos) {
+    int64_t count = 0;
+    int64_t bytes = 0;
+    const auto [parsed_end, error] = std::from_chars(begin, end, count);
+    if (error != std::errc() || parsed_end != end) return std::nullopt;
+    if (__builtin_mul_overflow(count, multiplier, &bytes)) return std::nullopt;
+    return bytes;
+  }
+  // A fraction needs a unit above bytes ("1.5GiB"); "1.5" or "1.5B" is not a byte count.
+  if (multiplier == 1 || number.front() == '.' || number.back() == '.') return std::nullopt;
+  double count = 0;
+  const auto [parsed_end, error] = std::from_chars(begin, end, count, std::chars_format::fixed);
+  if (error != std::errc() || parsed_end != end) return std::nullopt;
+  const double bytes = std::round(count * static_cast<double>(multiplier));
+  if (bytes >= 0x1p63) return std::nullopt;
+  return static_cast<int64_t>(bytes);
+}
+
+}  // namespace placer::config

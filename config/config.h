@@ -1,0 +1,100 @@
+// The run configuration: what `placer` reads from a YAML file. The schema is documented in
+// configs/SCHEMA.md; every field below names its YAML key.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace placer::config {
+
+// Raised for any problem in a config file. what() reads "FILE:LINE:COLUMN: KEY.PATH: message", so a
+// user can jump straight to the culprit.
+class ConfigError : public std::runtime_error {
+ public:
+  ConfigError(std::string file, int line, int column, std::string key_path, std::string message);
+  const std::string& file() const { return file_; }
+  int line() const { return line_; }
+  const std::string& key_path() const { return key_path_; }
+
+ private:
+  std::string file_;
+  int line_;
+  std::string key_path_;
+};
+
+// model: which network's training step is placed.
+struct ModelConfig {
+  std::string builtin = "lenet";  // model.builtin: name of a built-in model
+  int64_t batch_size = 256;       // model.batch_size
+  double learning_rate = 0.2;     // model.learning_rate (SGD)
+  uint64_t init_seed = 0;         // model.init_seed: seed of the weight initialisation
+  // model.lenet: sizes of the d2l LeNet (defaults are the chapter's).
+  struct LeNet {
+    int64_t image_size = 28;
+    int64_t conv1_channels = 20;
+    int64_t conv2_channels = 50;
+    int64_t hidden = 128;
+    int64_t classes = 10;
+  } lenet;
+};
+
+// One entry of `devices:`.
+struct DeviceConfig {
+  std::string name;                     // "cpu:N" or "cuda:N"
+  int threads = 1;                      // intra-op threads (CPU workers only)
+  std::optional<int64_t> memory_bytes;  // capacity; accepts "4GiB", "512MiB", or a byte count
+  int line = 0;                         // where it was declared, for later error messages
+};
+
+// devices: either the string "auto" or a list of DeviceConfig.
+struct DevicesConfig {
+  bool automatic = true;
+  std::vector<DeviceConfig> devices;  // empty when automatic
+};
+
+// measurement: how a placement is timed.
+struct MeasurementConfig {
+  int warmup_steps = 5;               // measurement.warmup_steps
+  int timed_steps = 5;                // measurement.timed_steps
+  double time_limit_seconds = 60.0;   // measurement.time_limit_seconds, per placement
+};
+
+// search: budgets of the placement search.
+struct SearchConfig {
+  int policy_steps = 50;             // search.policy_steps
+  int samples_per_step = 4;          // search.samples_per_step
+  int max_evaluations = 200;         // search.max_evaluations
+  double max_wall_seconds = 600.0;   // search.max_wall_seconds
+  uint64_t seed = 1;                 // search.seed
+  int checkpoint_every = 10;         // search.checkpoint_every (policy steps)
+};
+
+struct OutputConfig {
+  std::filesystem::path directory = "runs/default";  // output.directory, relative to the config file
+};
+
+struct Config {
+  std::filesystem::path source;  // the file it was read from
+  ModelConfig model;
+  DevicesConfig devices;
+  MeasurementConfig measurement;
+  SearchConfig search;
+  OutputConfig output;
+};
+
+// Reads and checks a config file. Throws ConfigError naming file, key path and line for unknown
+// keys, wrong types, missing required fields (model.builtin), out-of-range values, duplicate or
+// malformed device names, unreadable, empty or non-YAML files.
+Config LoadConfig(const std::filesystem::path& file);
+
+// Same, from text (for tests); `file_name` is used in messages.
+Config ParseConfig(const std::string& yaml_text, const std::string& file_name);
+
+// Parses "4GiB", "512MiB", "1.5GB", "1000000" into bytes; nullopt when malformed.
+std::optional<int64_t> ParseByteSize(const std::string& text);
+
+}  // namespace placer::config

@@ -1,0 +1,367 @@
+#include "config/config.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <tuple>
+
+namespace placer::config {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The smallest valid config; bad cases below append to it, so their line numbers start at 3.
+constexpr char kMinimal[] = "model:\n  builtin: lenet\n";
+
+bool Contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// A temporary file that removes itself; LoadConfig needs a real path.
+class TempFile {
+ public:
+  TempFile(const std::string& name, const std::string& contents)
+      : path_(fs::temp_directory_path() /
+              ("placer_config_test_" + std::to_string(::getpid()) + "_" + name)) {
+    std::ofstream(path_, std::ios::binary) << contents;
+  }
+  ~TempFile() { fs::remove(path_); }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+TEST(ConfigTest, DefaultLeNetConfigLoads) {
+  const fs::path file = fs::path(PLACER_SOURCE_DIR) / "configs" / "lenet.yaml";
+  const Config config = LoadConfig(file);
+  EXPECT_EQ(config.source, file);
+  EXPECT_EQ(config.model.builtin, "lenet");
+  EXPECT_EQ(config.model.batch_size, 256);
+  EXPECT_DOUBLE_EQ(config.model.learning_rate, 0.2);
+  EXPECT_EQ(config.model.lenet.image_size, 28);
+  EXPECT_EQ(config.model.lenet.conv1_channels, 20);
+  EXPECT_EQ(config.model.lenet.conv2_channels, 50);
+  EXPECT_EQ(config.model.lenet.hidden, 128);
+  EXPECT_EQ(config.model.lenet.classes, 10);
+  ASSERT_FALSE(config.devices.automatic);
+  ASSERT_EQ(config.devices.devices.size(), 2u);
+  EXPECT_EQ(config.devices.devices[0].name, "cpu:0");
+  EXPECT_EQ(config.devices.devices[1].name, "cpu:1");
+  for (const DeviceConfig& device : config.devices.devices) {
+    EXPECT_EQ(device.threads, 1);
+    EXPECT_FALSE(device.memory_bytes.has_value());
+    EXPECT_GT(device.line, 0);
+  }
+  EXPECT_LT(config.devices.devices[0].line, config.devices.devices[1].line);
+  EXPECT_EQ(config.measurement.warmup_steps, 5);
+  EXPECT_EQ(config.measurement.timed_steps, 5);
+  EXPECT_EQ(config.search.policy_steps, 30);
+  EXPECT_EQ(config.search.samples_per_step, 4);
+  EXPECT_EQ(config.search.max_evaluations, 120);
+  EXPECT_DOUBLE_EQ(config.search.max_wall_seconds, 240.0);
+  EXPECT_EQ(config.search.seed, 1u);
+  EXPECT_EQ(config.search.checkpoint_every, 5);
+  // "../runs/lenet" is relative to configs/, not to the working directory.
+  EXPECT_EQ(config.output.directory, fs::path(PLACER_SOURCE_DIR) / "runs" / "lenet");
+}
+
+TEST(ConfigTest, OmittedSectionsKeepDefaults) {
+  const Config config = ParseConfig(kMinimal, "minimal.yaml");
+  const Config defaults;
+  EXPECT_EQ(config.source, "minimal.yaml");
+  EXPECT_EQ(config.model.batch_size, defaults.model.batch_size);
+  EXPECT_DOUBLE_EQ(config.model.learning_rate, defaults.model.learning_rate);
+  EXPECT_EQ(config.model.init_seed, defaults.model.init_seed);
+  EXPECT_EQ(config.model.lenet.image_size, defaults.model.lenet.image_size);
+  EXPECT_TRUE(config.devices.automatic);
+  EXPECT_TRUE(config.devices.devices.empty());
+  EXPECT_EQ(config.measurement.warmup_steps, defaults.measurement.warmup_steps);
+  EXPECT_EQ(config.measurement.timed_steps, defaults.measurement.timed_steps);
+  EXPECT_DOUBLE_EQ(config.measurement.time_limit_seconds, defaults.measurement.time_limit_seconds);
+  EXPECT_EQ(config.search.policy_steps, defaults.search.policy_steps);
+  EXPECT_EQ(config.search.max_evaluations, defaults.search.max_evaluations);
+  EXPECT_EQ(config.search.seed, defaults.search.seed);
+  EXPECT_EQ(config.search.checkpoint_every, defaults.search.checkpoint_every);
+  EXPECT_EQ(config.output.directory, defaults.output.directory);
+}
+
+TEST(ConfigTest, PartialSectionsAndEmptySections) {
+  const Config config = ParseConfig(std::string(kMinimal) +
+                                        "  lenet:\n    hidden: 64\n"
+                                        "measurement:\n"
+                                        "search:\n  seed: 18446744073709551615\n",
+                                    "partial.yaml");
+  EXPECT_EQ(config.model.lenet.hidden, 64);
+  EXPECT_EQ(config.model.lenet.classes, 10);
+  EXPECT_EQ(config.measurement.timed_steps, MeasurementConfig{}.timed_steps);
+  EXPECT_EQ(config.search.seed, UINT64_MAX);
+  EXPECT_EQ(config.search.policy_steps, SearchConfig{}.policy_steps);
+}
+
+TEST(ConfigTest, AutoDevices) {
+  const Config config = ParseConfig(std::string(kMinimal) + "devices: auto\n", "auto.yaml");
+  EXPECT_TRUE(config.devices.automatic);
+  EXPECT_TRUE(config.devices.devices.empty());
+}
+
+TEST(ConfigTest, DeviceListMixesNamesAndMappings) {
+  const Config config = ParseConfig(std::string(kMinimal) +
+                                        "devices:\n"
+                                        "  - cpu:0\n"
+                                        "  - name: cuda:1\n"
+                                        "    memory: 1.5GiB\n"
+                                        "  - {name: cpu:7, threads: 4, memory: 1000000}\n",
+                                    "devices.yaml");
+  ASSERT_FALSE(config.devices.automatic);
+  const std::vector<DeviceConfig>& devices = config.devices.devices;
+  ASSERT_EQ(devices.size(), 3u);
+  EXPECT_EQ(devices[0].name, "cpu:0");
+  EXPECT_EQ(devices[0].threads, 1);
+  EXPECT_EQ(devices[0].line, 4);
+  EXPECT_EQ(devices[1].name, "cuda:1");
+  EXPECT_EQ(devices[1].memory_bytes, int64_t{3} << 29);
+  EXPECT_EQ(devices[1].line, 5);
+  EXPECT_EQ(devices[2].name, "cpu:7");
+  EXPECT_EQ(devices[2].threads, 4);
+  EXPECT_EQ(devices[2].memory_bytes, 1000000);
+  EXPECT_EQ(devices[2].line, 7);
+}
+
+TEST(ConfigTest, RelativeOutputDirectoryFollowsTheConfigFile) {
+  const TempFile file("output.yaml", std::string(kMinimal) + "output:\n  directory: out/x\n");
+  EXPECT_EQ(LoadConfig(file.path()).output.directory, file.path().parent_path() / "out" / "x");
+  const TempFile absolute("absolute.yaml",
+                          std::string(kMinimal) + "output:\n  directory: /srv/runs\n");
+  EXPECT_EQ(LoadConfig(absolute.path()).output.directory, "/srv/runs");
+}
+
+TEST(ParseByteSizeTest, AcceptsCountsAndUnits) {
+  EXPECT_EQ(ParseByteSize("0"), 0);
+  EXPECT_EQ(ParseByteSize("1000000"), 1000000);
+  EXPECT_EQ(ParseByteSize("512B"), 512);
+  EXPECT_EQ(ParseByteSize("2KB"), 2000);
+  EXPECT_EQ(ParseByteSize("3MB"), 3000000);
+  EXPECT_EQ(ParseByteSize("1.5GB"), 1500000000);
+  EXPECT_EQ(ParseByteSize("1KiB"), 1024);
+  EXPECT_EQ(ParseByteSize("512MiB"), int64_t{512} << 20);
+  EXPECT_EQ(ParseByteSize("4GiB"), int64_t{4} << 30);
+  EXPECT_EQ(ParseByteSize("4 GiB"), int64_t{4} << 30);
+  EXPECT_EQ(ParseByteSize("1.5GiB"), int64_t{3} << 29);
+  EXPECT_EQ(ParseByteSize("2TiB"), int64_t{2} << 40);
+  EXPECT_EQ(ParseByteSize("9223372036854775807"), INT64_MAX);
+}
+
+TEST(ParseByteSizeTest, RejectsMalformedSizes) {
+  for (const char* bad :
+       {"", "GiB", "lots", "-1", "-1GiB", "4gib", "4 ", "4  GiB", "4GiBs", "1.5", "1.5B", "1..5GiB",
+        ".5GiB", "5.GiB", "1e9", "0x10", "9223372036854775808", "8388608TiB", "10000000000GB"}) {
+    EXPECT_EQ(ParseByteSize(bad), std::nullopt) << "'" << bad << "'";
+  }
+}
+
+// A config that must be rejected, and what the message must say.
+struct BadCase {
+  const char* name;
+  std::string yaml;
+  int line;
+  const char* key_path;
+  const char* message;
+};
+
+class BadConfigTest : public testing::TestWithParam<BadCase> {};
+
+TEST_P(BadConfigTest, ReportsFileLineKeyAndReason) {
+  const BadCase& bad = GetParam();
+  try {
+    ParseConfig(bad.yaml, "bad.yaml");
+    FAIL() << "accepted:\n" << bad.yaml;
+  } catch (const ConfigError& error) {
+    const std::string what = error.what();
+    EXPECT_EQ(error.file(), "bad.yaml");
+    EXPECT_EQ(error.line(), bad.line) << what;
+    EXPECT_EQ(error.key_path(), bad.key_path) << what;
+    EXPECT_TRUE(Contains(what, "bad.yaml:" + std::to_string(bad.line) + ":")) << what;
+    if (*bad.key_path != '\0') {
+      EXPECT_TRUE(Contains(what, std::string(": ") + bad.key_path + ": ")) << what;
+    }
+    EXPECT_TRUE(Contains(what, bad.message)) << what;
+  }
+}
+
+const std::string kM = kMinimal;
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, BadConfigTest,
+    testing::Values(
+        BadCase{"UnknownTopLevelKey", kM + "foo: 1\n", 3, "foo",
+                "unknown key 'foo'; expected one of: model, devices, measurement, search, output"},
+        BadCase{"UnknownNestedKey", kM + "  lenet:\n    hiden: 3\n", 4, "model.lenet.hiden",
+                "unknown key 'hiden'; expected one of: image_size, conv1_channels"},
+        BadCase{"DuplicateKey", kM + "  builtin: lenet\n", 3, "model.builtin",
+                "duplicate key; first given on line 2"},
+        BadCase{"IntegerIsText", kM + "  batch_size: abc\n", 3, "model.batch_size",
+                "expected an integer, got 'abc'"},
+        BadCase{"IntegerIsFraction", kM + "measurement:\n  warmup_steps: 2.5\n", 4,
+                "measurement.warmup_steps", "expected an integer, got '2.5'"},
+        BadCase{"IntegerIsMissing", kM + "  batch_size:\n", 3, "model.batch_size",
+                "expected an integer, got nothing"},
+        BadCase{"IntegerOverflows", kM + "search:\n  policy_steps: 99999999999\n", 4,
+                "search.policy_steps", "'99999999999' is out of range"},
+        BadCase{"NegativeSeed", kM + "search:\n  seed: -1\n", 4, "search.seed",
+                "expected a non-negative integer, got '-1'"},
+        BadCase{"NumberIsText", kM + "  learning_rate: fast\n", 3, "model.learning_rate",
+                "expected a number, got 'fast'"},
+        BadCase{"NumberIsNaN", kM + "search:\n  max_wall_seconds: nan\n", 4,
+                "search.max_wall_seconds", "expected a number, got 'nan'"},
+        BadCase{"SectionIsScalar", "model: lenet\n", 1, "model", "expected a mapping, got 'lenet'"},
+        BadCase{"SectionIsList", kM + "search:\n  - 1\n", 3, "search",
+                "expected a mapping, got a list"},
+        BadCase{"MissingModel", "# no model\nsearch:\n  seed: 3\n", 2, "",
+                "missing required key 'model'"},
+        BadCase{"MissingBuiltin", "search:\n  seed: 3\nmodel:\n  batch_size: 8\n", 3, "model",
+                "missing required key 'builtin'"},
+        BadCase{"UnknownBuiltin", "model:\n  builtin: resnet\n", 2, "model.builtin",
+                "unknown model 'resnet'; known models: lenet"},
+        BadCase{"NegativeBatch", kM + "  batch_size: -5\n", 3, "model.batch_size",
+                "must be >= 1, got -5"},
+        BadCase{"ZeroLearningRate", kM + "  learning_rate: 0\n", 3, "model.learning_rate",
+                "must be > 0, got 0"},
+        BadCase{"NegativeWarmup", kM + "measurement:\n  warmup_steps: -1\n", 4,
+                "measurement.warmup_steps", "must be >= 0, got -1"},
+        BadCase{"ZeroTimedSteps", kM + "measurement:\n  timed_steps: 0\n", 4,
+                "measurement.timed_steps", "must be >= 1, got 0"},
+        BadCase{"NegativeTimeLimit", kM + "measurement:\n  time_limit_seconds: -2\n", 4,
+                "measurement.time_limit_seconds", "must be > 0, got -2"},
+        BadCase{"ZeroCheckpointEvery", kM + "search:\n  seed: 2\n  checkpoint_every: 0\n", 5,
+                "search.checkpoint_every", "must be >= 1, got 0"},
+        BadCase{"TinyImage", kM + "  lenet:\n    image_size: 8\n", 4, "model.lenet.image_size",
+                "must be >= 16, got 8"},
+        BadCase{"ZeroHidden", kM + "  lenet:\n    hidden: 0\n", 4, "model.lenet.hidden",
+                "must be >= 1, got 0"},
+        BadCase{"EmptyOutputDirectory", kM + "output:\n  directory: ''\n", 4, "output.directory",
+                "must not be empty"},
+        BadCase{"BadDeviceName", kM + "devices:\n  - cpu:0\n  - gpu:1\n", 5, "devices[1]",
+                "invalid device name 'gpu:1'; expected 'cpu:N' or 'cuda:N'"},
+        BadCase{"BadDeviceNameInMapping", kM + "devices:\n  - name: cuda:x\n", 4, "devices[0].name",
+                "invalid device name 'cuda:x'"},
+        BadCase{"DuplicateDevice", kM + "devices:\n  - cpu:0\n  - name: cpu:0\n    threads: 2\n", 5,
+                "devices[1].name", "duplicate device 'cpu:0' on line 5; first declared on line 4"},
+        BadCase{"EmptyDeviceList", kM + "devices: []\n", 3, "devices", "at least one device"},
+        BadCase{"DevicesIsOtherWord", kM + "devices: all\n", 3, "devices",
+                "expected a list of devices or 'auto', got 'all'"},
+        BadCase{"DeviceIsList", kM + "devices:\n  - [cpu:0]\n", 4, "devices[0]",
+                "expected a device name like 'cpu:0' or a mapping with 'name', got a list"},
+        BadCase{"DeviceWithoutName", kM + "devices:\n  - threads: 2\n", 4, "devices[0]",
+                "missing required key 'name'"},
+        BadCase{"UnknownDeviceKey", kM + "devices:\n  - name: cpu:0\n    cores: 2\n", 5,
+                "devices[0].cores", "unknown key 'cores'; expected one of: name, threads, memory"},
+        BadCase{"ZeroThreads", kM + "devices:\n  - name: cpu:0\n    threads: 0\n", 5,
+                "devices[0].threads", "must be >= 1, got 0"},
+        BadCase{"BadMemory", kM + "devices:\n  - name: cuda:0\n    memory: lots\n", 5,
+                "devices[0].memory", "expected a byte size like '4GiB', '512MiB' or a byte count"},
+        BadCase{"ZeroMemory", kM + "devices:\n  - name: cuda:0\n    memory: 0GiB\n", 5,
+                "devices[0].memory", "must be > 0, got 0"},
+        BadCase{"SyntaxError", kM + "  batch_size: [1, 2\nsearch: {}\n", 4, "", "invalid YAML"},
+        BadCase{"TabIndentation", kM + "search:\n\tseed: 1\n", 4, "", "invalid YAML"},
+        BadCase{"TwoDocuments", kM + "---\nsearch: {}\n", 3, "",
+                "a second YAML document starts here; expected exactly one"},
+        // yaml-cpp 0.7's LoadAll would allocate forever on these.
+        BadCase{"StrayCommaFirst", ",\n" + kM, 1, "", "invalid YAML: unexpected ','"},
+        BadCase{"StrayCommaAfterList", "- a\n,\n", 2, "", "invalid YAML: unexpected ','"},
+        BadCase{"EmptyText", "", 1, "", "no settings found"},
+        BadCase{"OnlyComments", "# nothing here\n\n", 1, "", "no settings found"},
+        BadCase{"OnlyDocumentMarker", "---\n", 1, "", "no settings found"},
+        BadCase{"TopLevelIsList", "- model\n- devices\n", 1, "",
+                "the top level must be a mapping of sections, got a list"},
+        BadCase{"TopLevelIsScalar", "hello\n", 1, "",
+                "the top level must be a mapping of sections, got 'hello'"}),
+    [](const testing::TestParamInfo<BadCase>& info) { return info.param.name; });
+
+TEST(LoadConfigTest, NonexistentFile) {
+  const fs::path missing = fs::temp_directory_path() / "placer_config_test_missing.yaml";
+  try {
+    LoadConfig(missing);
+    FAIL() << "loaded a missing file";
+  } catch (const ConfigError& error) {
+    EXPECT_EQ(error.file(), missing.string());
+    EXPECT_EQ(error.line(), 0);
+    EXPECT_EQ(std::string(error.what()),
+              missing.string() + ": cannot read: No such file or directory");
+  }
+}
+
+TEST(LoadConfigTest, DirectoryIsNotAConfig) {
+  const fs::path directory = fs::temp_directory_path();
+  try {
+    LoadConfig(directory);
+    FAIL() << "loaded a directory";
+  } catch (const ConfigError& error) {
+    EXPECT_TRUE(Contains(error.what(), "cannot read: Is a directory")) << error.what();
+  }
+}
+
+TEST(LoadConfigTest, EmptyFile) {
+  const TempFile file("empty.yaml", "");
+  try {
+    LoadConfig(file.path());
+    FAIL() << "loaded an empty file";
+  } catch (const ConfigError& error) {
+    EXPECT_EQ(error.file(), file.path().string());
+    EXPECT_TRUE(Contains(error.what(), file.path().string() + ":1:1: no settings found"))
+        << error.what();
+  }
+}
+
+TEST(LoadConfigTest, ErrorsNameTheFileAndLine) {
+  const TempFile file("bad_batch.yaml", std::string(kMinimal) + "  batch_size: 0\n");
+  try {
+    LoadConfig(file.path());
+    FAIL() << "accepted batch_size 0";
+  } catch (const ConfigError& error) {
+    EXPECT_EQ(std::string(error.what()),
+              file.path().string() + ":3:3: model.batch_size: must be >= 1, got 0");
+  }
+}
+
+TEST(LoadConfigTest, BinaryFilesAreErrors) {
+  const std::string png("\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x10", 20);
+  const std::string elf(
+      "\x7f"
+      "ELF\x02\x01\x01\0\0\0\0\0\0\0\0\0\x03\0>\0",
+      20);
+  for (const auto& [name, bytes, line] : {std::tuple{"png", png, 3}, std::tuple{"elf", elf, 1}}) {
+    const TempFile file(name, bytes);
+    try {
+      LoadConfig(file.path());
+      ADD_FAILURE() << "accepted " << name;
+    } catch (const ConfigError& error) {
+      EXPECT_EQ(error.line(), line) << error.what();
+      EXPECT_TRUE(Contains(error.what(), file.path().string() + ":" + std::to_string(line) + ":"))
+          << error.what();
+      EXPECT_TRUE(Contains(error.what(), "invalid YAML: ")) << error.what();
+    }
+  }
+}
+
+TEST(LoadConfigTest, RandomBytesAreAnErrorNotACrash) {
+  std::mt19937 random(42);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::string bytes(1 + random() % 512, '\0');
+    for (char& byte : bytes) byte = static_cast<char>(random() % 256);
+    const TempFile file("garbage.bin", bytes);
+    try {
+      LoadConfig(file.path());
+      ADD_FAILURE() << "accepted garbage in trial " << trial;
+    } catch (const ConfigError& error) {
+      EXPECT_TRUE(Contains(error.what(), file.path().string())) << error.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace placer::config
