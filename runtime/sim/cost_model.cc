@@ -1,0 +1,385 @@
+#include "runtime/sim/cost_model.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "graph/ops.h"
+#include "graph/placement.h"
+
+namespace placer::sim {
+
+using runtime::Device;
+using runtime::DeviceType;
+
+namespace {
+
+// Placeto's simulator defaults (p2.8xlarge): 5.7 us after each op, 25 us per transfer.
+constexpr double kPlacetoOpOverheadSeconds = 5.7e-6;
+constexpr double kPlacetoTransferLatencySeconds = 25e-6;
+// grappler's CPU memory bandwidth when the device does not report one.
+constexpr double kGrapplerCpuBandwidth = 32e9;
+
+void CheckSpec(const std::string& device_name, const DeviceSpec& spec) {
+  if (!(spec.peak_flops > 0) || !(spec.memory_bandwidth > 0) || !(spec.op_overhead_seconds >= 0) ||
+      !std::isfinite(spec.peak_flops) || !std::isfinite(spec.memory_bandwidth) ||
+      !std::isfinite(spec.op_overhead_seconds)) {
+    throw std::invalid_argument(fmt::format(
+        "device spec of '{}': peak_flops and memory_bandwidth must be positive and the overhead "
+        "non-negative (got {}, {}, {})",
+        device_name, spec.peak_flops, spec.memory_bandwidth, spec.op_overhead_seconds));
+  }
+}
+
+void CheckLink(const std::string& from, const std::string& to, const LinkSpec& link) {
+  if (!(link.seconds_per_byte >= 0) || !(link.latency_seconds >= 0) ||
+      !std::isfinite(link.seconds_per_byte) || !std::isfinite(link.latency_seconds)) {
+    throw std::invalid_argument(
+        fmt::format("link {}->{}: seconds_per_byte and latency_seconds must be non-negative and "
+                    "finite (got {}, {})",
+                    from, to, link.seconds_per_byte, link.latency_seconds));
+  }
+}
+
+bool IsCuda(const Device* device) { return device != nullptr && device->type == DeviceType::kCuda; }
+
+}  // namespace
+
+LinkSpec LinkPresets::Nvlink() {
+  return {.seconds_per_byte = 1.0 / 450e9, .latency_seconds = kPlacetoTransferLatencySeconds};
+}
+
+LinkSpec LinkPresets::Pcie4() {
+  return {.seconds_per_byte = 1.0 / 31.5e9, .latency_seconds = kPlacetoTransferLatencySeconds};
+}
+
+LinkSpec LinkPresets::SharedMemoryCpu() {
+  return {.seconds_per_byte = 2.0 / kGrapplerCpuBandwidth,
+          .latency_seconds = kPlacetoOpOverheadSeconds};
+}
+
+DeviceSpec DevicePresets::CpuThread() {
+  return {.peak_flops = 2 * 8 * 2 * 3e9,
+          .memory_bandwidth = kGrapplerCpuBandwidth,
+          .op_overhead_seconds = kPlacetoOpOverheadSeconds};
+}
+
+DeviceSpec DevicePresets::H200() {
+  return {.peak_flops = 67e12,
+          .memory_bandwidth = 4.8e12,
+          .op_overhead_seconds = kPlacetoOpOverheadSeconds};
+}
+
+// ---- RooflineCostModel ----
+
+RooflineCostModel::RooflineCostModel(RooflineOptions options) : options_(options) {
+  CheckSpec("the default CPU thread", options_.cpu_thread);
+  CheckSpec("the default GPU", options_.gpu);
+  CheckLink("cpu", "cpu", options_.cpu_to_cpu);
+  CheckLink("cpu", "gpu", options_.host_or_cpu_to_gpu);
+  CheckLink("gpu", "gpu", options_.gpu_to_gpu);
+}
+
+void RooflineCostModel::SetDeviceSpec(const std::string& device_name, const DeviceSpec& spec) {
+  CheckSpec(device_name, spec);
+  device_specs_[device_name] = spec;
+}
+
+void RooflineCostModel::SetLink(const std::string& from, const std::string& to,
+                                const LinkSpec& link) {
+  CheckLink(from, to, link);
+  links_[{from, to}] = link;
+}
+
+DeviceSpec RooflineCostModel::SpecOf(const Device& device) const {
+  auto it = device_specs_.find(device.name);
+  if (it != device_specs_.end()) return it->second;
+  if (device.type == DeviceType::kCuda) return options_.gpu;
+  DeviceSpec spec = options_.cpu_thread;
+  spec.peak_flops *= std::max(1, device.threads);
+  return spec;
+}
+
+LinkSpec RooflineCostModel::LinkOf(const Device* from, const Device& to) const {
+  auto it = links_.find({from != nullptr ? from->name : std::string(kHostName), to.name});
+  if (it != links_.end()) return it->second;
+  if (IsCuda(from) && IsCuda(&to)) return options_.gpu_to_gpu;
+  if (IsCuda(from) || IsCuda(&to)) return options_.host_or_cpu_to_gpu;
+  return options_.cpu_to_cpu;
+}
+
+double RooflineCostModel::OpSeconds(const graph::Graph& graph, graph::OpId op,
+                                    const Device& device) const {
+  const graph::Op& node = graph.op(op);
+  const DeviceSpec spec = SpecOf(device);
+  double bytes = static_cast<double>(graph::OpOutputBytes(graph, node));
+  for (graph::TensorId input : node.inputs)
+    bytes += static_cast<double>(graph.tensor(input).bytes());
+  const double compute = graph::OpFlops(graph, node) / spec.peak_flops;
+  const double memory = bytes / spec.memory_bandwidth;
+  const double roofline =
+      options_.overlap_compute_and_memory ? std::max(compute, memory) : compute + memory;
+  return roofline + spec.op_overhead_seconds;
+}
+
+double RooflineCostModel::TransferSeconds(int64_t bytes, const Device* from,
+                                          const Device& to) const {
+  // CPU workers read the minibatch where it lies; only a GPU copies it in.
+  if (from == nullptr && to.type == DeviceType::kCpu) return 0;
+  return LinkOf(from, to).Seconds(bytes);
+}
+
+// ---- link fitting ----
+
+LinkSpec FitLinkSpec(const std::vector<TransferSample>& samples) {
+  std::set<int64_t> sizes;
+  for (const TransferSample& s : samples) sizes.insert(s.bytes);
+  if (sizes.size() < 2) {
+    throw std::invalid_argument(fmt::format(
+        "fitting a link needs transfers of at least two sizes, got {} sample(s) of {} size(s)",
+        samples.size(), sizes.size()));
+  }
+  const double n = static_cast<double>(samples.size());
+  double mean_x = 0, mean_y = 0;
+  for (const TransferSample& s : samples) {
+    mean_x += static_cast<double>(s.bytes) / n;
+    mean_y += s.seconds / n;
+  }
+  double sxx = 0, sxy = 0, sx2 = 0, sx_y = 0;
+  for (const TransferSample& s : samples) {
+    const double x = static_cast<double>(s.bytes);
+    sxx += (x - mean_x) * (x - mean_x);
+    sxy += (x - mean_x) * (s.seconds - mean_y);
+    sx2 += x * x;
+    sx_y += x * s.seconds;
+  }
+  LinkSpec link{.seconds_per_byte = sxy / sxx, .latency_seconds = mean_y - sxy / sxx * mean_x};
+  if (link.seconds_per_byte < 0) {
+    // Time does not grow with size (noise dominates): a constant is the honest fit.
+    return {.seconds_per_byte = 0, .latency_seconds = std::max(0.0, mean_y)};
+  }
+  if (link.latency_seconds < 0) {
+    return {.seconds_per_byte = std::max(0.0, sx_y / sx2), .latency_seconds = 0};
+  }
+  return link;
+}
+
+// ---- ProfiledCostModel ----
+
+ProfiledCostModel::ProfiledCostModel(RooflineCostModel fallback) : fallback_(std::move(fallback)) {}
+
+void ProfiledCostModel::SetOpSeconds(const std::string& op_name, const std::string& device_name,
+                                     double seconds) {
+  if (!(seconds >= 0) || !std::isfinite(seconds)) {
+    throw std::invalid_argument(
+        fmt::format("op '{}' on {}: the time must be non-negative and "
+                    "finite, got {}",
+                    op_name, device_name, seconds));
+  }
+  op_seconds_[{op_name, device_name}] = seconds;
+}
+
+std::optional<double> ProfiledCostModel::FindOpSeconds(const std::string& op_name,
+                                                       const std::string& device_name) const {
+  auto it = op_seconds_.find({op_name, device_name});
+  if (it == op_seconds_.end()) return std::nullopt;
+  return it->second;
+}
+
+void ProfiledCostModel::SetLink(const std::string& from, const std::string& to,
+                                const LinkSpec& link) {
+  CheckLink(from, to, link);
+  links_[{from, to}] = link;
+}
+
+std::optional<LinkSpec> ProfiledCostModel::FindLink(const std::string& from,
+                                                    const std::string& to) const {
+  auto it = links_.find({from, to});
+  if (it == links_.end()) return std::nullopt;
+  return it->second;
+}
+
+double ProfiledCostModel::OpSeconds(const graph::Graph& graph, graph::OpId op,
+                                    const Device& device) const {
+  if (auto measured = FindOpSeconds(graph.op(op).name, device.name)) return *measured;
+  return fallback_.OpSeconds(graph, op, device);
+}
+
+double ProfiledCostModel::TransferSeconds(int64_t bytes, const Device* from,
+                                          const Device& to) const {
+  if (from == nullptr && to.type == DeviceType::kCpu) return 0;
+  if (auto link = FindLink(from != nullptr ? from->name : std::string(kHostName), to.name)) {
+    return link->Seconds(bytes);
+  }
+  return fallback_.TransferSeconds(bytes, from, to);
+}
+
+std::string ProfiledCostModel::ToJson() const {
+  using nlohmann::json;
+  json devices = json::array();
+  for (const auto& device : metadata_.devices) {
+    devices.push_back({{"name", device.name}, {"type", device.type}});
+  }
+  json ops = json::array();
+  for (const auto& [key, seconds] : op_seconds_) {
+    ops.push_back({{"op", key.first}, {"device", key.second}, {"seconds", seconds}});
+  }
+  json links = json::array();
+  for (const auto& [key, link] : links_) {
+    links.push_back({{"from", key.first},
+                     {"to", key.second},
+                     {"seconds_per_byte", link.seconds_per_byte},
+                     {"latency_seconds", link.latency_seconds}});
+  }
+  json document = {{"version", kFormatVersion},
+                   {"model", metadata_.model},
+                   {"libtorch_version", metadata_.libtorch_version},
+                   {"date", metadata_.date},
+                   {"devices", devices},
+                   {"ops", ops},
+                   {"links", links}};
+  return document.dump(2) + "\n";
+}
+
+namespace {
+
+// Reads fields of one JSON object, naming the source and the object's path in every error.
+class FieldReader {
+ public:
+  FieldReader(const nlohmann::json& object, const std::string& source, std::string path)
+      : object_(object), source_(source), path_(std::move(path)) {
+    if (!object_.is_object())
+      Fail(fmt::format("expected an object, found {}", object_.type_name()));
+  }
+
+  const nlohmann::json& Get(const char* key) const {
+    auto it = object_.find(key);
+    if (it == object_.end()) Fail(fmt::format("missing field '{}'", key));
+    return *it;
+  }
+  std::string String(const char* key) const {
+    const nlohmann::json& value = Get(key);
+    if (!value.is_string()) Mistyped(key, "a string", value);
+    return value.get<std::string>();
+  }
+  double Number(const char* key) const {
+    const nlohmann::json& value = Get(key);
+    if (!value.is_number()) Mistyped(key, "a number", value);
+    return value.get<double>();
+  }
+  const nlohmann::json& Array(const char* key) const {
+    const nlohmann::json& value = Get(key);
+    if (!value.is_array()) Mistyped(key, "an array", value);
+    return value;
+  }
+  std::string Where(const std::string& child) const {
+    return path_.empty() ? child : fmt::format("{}.{}", path_, child);
+  }
+  [[noreturn]] void Fail(const std::string& message) const {
+    throw ProfileError(path_.empty() ? fmt::format("{}: {}", source_, message)
+                                     : fmt::format("{}: {}: {}", source_, path_, message));
+  }
+
+ private:
+  [[noreturn]] void Mistyped(const char* key, const char* expected,
+                             const nlohmann::json& value) const {
+    Fail(fmt::format("field '{}' must be {}, found {}", key, expected, value.type_name()));
+  }
+
+  const nlohmann::json& object_;
+  const std::string& source_;
+  std::string path_;
+};
+
+}  // namespace
+
+ProfiledCostModel ProfiledCostModel::FromJson(const std::string& text, const std::string& source,
+                                              RooflineCostModel fallback) {
+  nlohmann::json document;
+  try {
+    document = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& error) {
+    throw ProfileError(fmt::format("{}: malformed JSON: {}", source, error.what()));
+  }
+  ProfiledCostModel model(std::move(fallback));
+  FieldReader top(document, source, "");
+  const double version = top.Number("version");
+  if (version != kFormatVersion) {
+    top.Fail(fmt::format("unsupported profile version {}; this build reads version {}", version,
+                         kFormatVersion));
+  }
+  model.metadata_.model = top.String("model");
+  model.metadata_.libtorch_version = top.String("libtorch_version");
+  model.metadata_.date = top.String("date");
+  const nlohmann::json& devices = top.Array("devices");
+  for (size_t i = 0; i < devices.size(); ++i) {
+    FieldReader device(devices[i], source, fmt::format("devices[{}]", i));
+    model.metadata_.devices.push_back({device.String("name"), device.String("type")});
+  }
+  const nlohmann::json& ops = top.Array("ops");
+  for (size_t i = 0; i < ops.size(); ++i) {
+    FieldReader entry(ops[i], source, fmt::format("ops[{}]", i));
+    std::string op = entry.String("op");
+    std::string device = entry.String("device");
+    const double seconds = entry.Number("seconds");
+    if (!(seconds >= 0)) entry.Fail(fmt::format("'seconds' must be non-negative, got {}", seconds));
+    if (model.FindOpSeconds(op, device)) {
+      entry.Fail(fmt::format("a second entry for op '{}' on {}", op, device));
+    }
+    model.SetOpSeconds(op, device, seconds);
+  }
+  // Links are optional: a profile may time ops only.
+  if (document.contains("links")) {
+    const nlohmann::json& links = top.Array("links");
+    for (size_t i = 0; i < links.size(); ++i) {
+      FieldReader entry(links[i], source, fmt::format("links[{}]", i));
+      std::string from = entry.String("from");
+      std::string to = entry.String("to");
+      LinkSpec link{.seconds_per_byte = entry.Number("seconds_per_byte"),
+                    .latency_seconds = entry.Number("latency_seconds")};
+      if (!(link.seconds_per_byte >= 0) || !(link.latency_seconds >= 0)) {
+        entry.Fail("'seconds_per_byte' and 'latency_seconds' must be non-negative");
+      }
+      model.SetLink(from, to, link);
+    }
+  }
+  return model;
+}
+
+void ProfiledCostModel::Save(const std::filesystem::path& file) const {
+  try {
+    graph::WriteFileAtomically(file, ToJson());
+  } catch (const std::exception& error) {
+    throw ProfileError(
+        fmt::format("{}: cannot write the profile: {}", file.string(), error.what()));
+  }
+}
+
+ProfiledCostModel ProfiledCostModel::Load(const std::filesystem::path& file,
+                                          RooflineCostModel fallback) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in)
+    throw ProfileError(fmt::format("{}: cannot open: {}", file.string(), std::strerror(errno)));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw ProfileError(fmt::format("{}: cannot read", file.string()));
+  return FromJson(text.str(), file.string(), std::move(fallback));
+}
+
+// ---- collectives ----
+
+double RingAllReduceSeconds(int64_t bytes, int devices, const LinkSpec& link) {
+  if (devices <= 1) return 0;
+  const double n = devices;
+  return 2.0 * (n - 1) / n * static_cast<double>(bytes) * link.seconds_per_byte +
+         2.0 * (n - 1) * link.latency_seconds;
+}
+
+}  // namespace placer::sim

@@ -1,0 +1,208 @@
+// Cost models for the simulator: how long an op takes on a device, and how long a tensor takes to
+// cross from one device (or host memory) to another. Torch-free: the analytic model needs only
+// the graph's FLOP and byte counts, and the profiled model only numbers someone measured.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "graph/ir.h"
+#include "runtime/device.h"
+
+namespace placer::sim {
+
+// The name that stands for host memory (where the minibatch lives) as the source of a transfer,
+// as in the executor's "host->cuda:0" trace lane.
+inline constexpr char kHostName[] = "host";
+
+class CostModel {
+ public:
+  virtual ~CostModel() = default;
+
+  // Seconds one execution of op `op` of `graph` takes on `device`.
+  virtual double OpSeconds(const graph::Graph& graph, graph::OpId op,
+                           const runtime::Device& device) const = 0;
+
+  // Seconds to make `bytes` read on `from` available on `to`. `from` is nullptr for host memory,
+  // the minibatch's home: a CPU worker reads it in place (0 seconds), a GPU copies it in.
+  virtual double TransferSeconds(int64_t bytes, const runtime::Device* from,
+                                 const runtime::Device& to) const = 0;
+};
+
+// Throughput of one device for the roofline estimate.
+struct DeviceSpec {
+  double peak_flops = 0;           // FLOP/s
+  double memory_bandwidth = 0;     // bytes/s between the compute units and their memory
+  double op_overhead_seconds = 0;  // per op: dispatch, kernel launch, the worker's queue hand-off
+};
+
+// A link costs latency_seconds + bytes * seconds_per_byte (Baechi's a*bytes + b). One link per
+// ordered device pair: the two directions are separate channels.
+struct LinkSpec {
+  double seconds_per_byte = 0;
+  double latency_seconds = 0;
+
+  double Seconds(int64_t bytes) const {
+    return latency_seconds + static_cast<double>(bytes) * seconds_per_byte;
+  }
+  bool operator==(const LinkSpec&) const = default;
+};
+
+// Link numbers from data sheets. Bandwidths are peaks per direction; latencies are software costs
+// (issuing the copy, the event the consumer waits on), which do not depend on the wire.
+struct LinkPresets {
+  // NVLink 4 between H100/H200 GPUs: 900 GB/s bidirectional, 450 GB/s per direction (NVIDIA H100
+  // and H200 data sheets). Latency: Placeto's profiled 25 us per transfer (its simulator's
+  // defaults, TensorFlow on p2.8xlarge), kept until a profile replaces it.
+  static LinkSpec Nvlink();
+  // PCIe 4.0 x16: 16 GT/s x 16 lanes x 128/130 encoding = 31.5 GB/s per direction; the same 25 us.
+  static LinkSpec Pcie4();
+  // A clone between two CPU workers of one process: the copy reads and writes every byte, so it
+  // moves at half of the 32 GB/s memory bandwidth grappler assumes for a CPU; its latency is one
+  // ATen op's dispatch, Placeto's 5.7 us per op.
+  static LinkSpec SharedMemoryCpu();
+};
+
+// Device defaults, for devices without a spec of their own.
+struct DevicePresets {
+  // One CPU thread: an AVX2 core with two FMA units at 3 GHz peaks at 2 x 8 lanes x 2 FLOP x 3e9
+  // = 96 GFLOP/s. Memory bandwidth: grappler's CPU default, 32 GB/s; it is a socket-wide
+  // resource, so a worker's share does not grow with its threads. Overhead: Placeto's 5.7 us per
+  // op.
+  static DeviceSpec CpuThread();
+  // An NVIDIA H200 SXM (the GPUs this project targets): 67 TFLOP/s FP32 without tensor cores,
+  // 4.8 TB/s HBM3e (NVIDIA H200 data sheet); overhead: Placeto's 5.7 us per op.
+  static DeviceSpec H200();
+};
+
+struct RooflineOptions {
+  // false: compute time + memory time (grappler's default, compute_memory_overlap_ = false);
+  // true: the larger of the two, for kernels that overlap them perfectly.
+  bool overlap_compute_and_memory = false;
+  // A CPU worker with n intra-op threads gets n times this peak_flops.
+  DeviceSpec cpu_thread = DevicePresets::CpuThread();
+  DeviceSpec gpu = DevicePresets::H200();
+  // Default links by the kinds of their ends; SetLink overrides one ordered pair.
+  LinkSpec cpu_to_cpu = LinkPresets::SharedMemoryCpu();
+  LinkSpec host_or_cpu_to_gpu = LinkPresets::Pcie4();  // and GPU to a CPU worker
+  LinkSpec gpu_to_gpu = LinkPresets::Pcie4();          // Nvlink() where the GPUs have it
+};
+
+// The analytic model: op time = FLOPs / peak_flops (+ or max) bytes read and written /
+// memory_bandwidth, plus the per-op overhead; transfers by the link of the ordered pair.
+class RooflineCostModel : public CostModel {
+ public:
+  explicit RooflineCostModel(RooflineOptions options = {});
+
+  // Overrides the spec of the device named `device_name` (taken as it is: no thread scaling).
+  void SetDeviceSpec(const std::string& device_name, const DeviceSpec& spec);
+  // Overrides the link from `from` (a device name or kHostName) to `to`.
+  void SetLink(const std::string& from, const std::string& to, const LinkSpec& link);
+
+  DeviceSpec SpecOf(const runtime::Device& device) const;
+  LinkSpec LinkOf(const runtime::Device* from, const runtime::Device& to) const;
+  const RooflineOptions& options() const { return options_; }
+
+  double OpSeconds(const graph::Graph& graph, graph::OpId op,
+                   const runtime::Device& device) const override;
+  double TransferSeconds(int64_t bytes, const runtime::Device* from,
+                         const runtime::Device& to) const override;
+
+ private:
+  RooflineOptions options_;
+  std::map<std::string, DeviceSpec> device_specs_;
+  std::map<std::pair<std::string, std::string>, LinkSpec> links_;
+};
+
+// One measured transfer, for fitting a link.
+struct TransferSample {
+  int64_t bytes = 0;
+  double seconds = 0;
+};
+
+// Least-squares fit of seconds = latency + bytes * seconds_per_byte. A negative intercept is
+// refitted through the origin and a negative slope replaced by a constant (the mean), so the
+// result is never negative. Throws std::invalid_argument unless the samples hold at least two
+// distinct sizes.
+LinkSpec FitLinkSpec(const std::vector<TransferSample>& samples);
+
+// Raised for an unreadable or malformed profile; the message starts with the file's name.
+class ProfileError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Where the numbers of a profile come from.
+struct ProfileMetadata {
+  struct ProfiledDevice {
+    std::string name;  // "cpu:0", "cuda:0"
+    std::string type;  // the hardware, e.g. "NVIDIA H200" or "cpu, 1 thread"
+    bool operator==(const ProfiledDevice&) const = default;
+  };
+  std::string model;             // the profiled network, e.g. "lenet"
+  std::string libtorch_version;  // e.g. "2.11.0"
+  std::string date;              // when it was measured, ISO 8601
+  std::vector<ProfiledDevice> devices;
+  bool operator==(const ProfileMetadata&) const = default;
+};
+
+// Measured per-op seconds keyed by (op name, device name) and fitted links keyed by (from, to);
+// anything missing falls back to a roofline model. The profiler fills it; the JSON file is
+//   {"version": 1, "model": ..., "libtorch_version": ..., "date": ...,
+//    "devices": [{"name": "cuda:0", "type": "NVIDIA H200"}, ...],
+//    "ops": [{"op": "conv1", "device": "cuda:0", "seconds": 1.2e-5}, ...],
+//    "links": [{"from": "host", "to": "cuda:0", "seconds_per_byte": ..., "latency_seconds": ...}]}
+class ProfiledCostModel : public CostModel {
+ public:
+  static constexpr int kFormatVersion = 1;
+
+  explicit ProfiledCostModel(RooflineCostModel fallback = RooflineCostModel());
+
+  ProfileMetadata& metadata() { return metadata_; }
+  const ProfileMetadata& metadata() const { return metadata_; }
+
+  // Records the measured time of op `op_name` on `device_name`; replaces an earlier entry.
+  // Throws std::invalid_argument for a negative or non-finite time.
+  void SetOpSeconds(const std::string& op_name, const std::string& device_name, double seconds);
+  std::optional<double> FindOpSeconds(const std::string& op_name,
+                                      const std::string& device_name) const;
+  size_t num_op_entries() const { return op_seconds_.size(); }
+  // Records the fitted link from `from` (a device name or kHostName) to `to`.
+  void SetLink(const std::string& from, const std::string& to, const LinkSpec& link);
+  std::optional<LinkSpec> FindLink(const std::string& from, const std::string& to) const;
+  const RooflineCostModel& fallback() const { return fallback_; }
+
+  double OpSeconds(const graph::Graph& graph, graph::OpId op,
+                   const runtime::Device& device) const override;
+  double TransferSeconds(int64_t bytes, const runtime::Device* from,
+                         const runtime::Device& to) const override;
+
+  // JSON text of the profile; `source` names the text in errors (a file name).
+  std::string ToJson() const;
+  static ProfiledCostModel FromJson(const std::string& text, const std::string& source,
+                                    RooflineCostModel fallback = RooflineCostModel());
+  // Writes atomically. Throws ProfileError naming the file when it cannot.
+  void Save(const std::filesystem::path& file) const;
+  // Throws ProfileError naming the file: unreadable, malformed JSON, a missing or mistyped field.
+  static ProfiledCostModel Load(const std::filesystem::path& file,
+                                RooflineCostModel fallback = RooflineCostModel());
+
+ private:
+  RooflineCostModel fallback_;
+  ProfileMetadata metadata_;
+  std::map<std::pair<std::string, std::string>, double> op_seconds_;
+  std::map<std::pair<std::string, std::string>, LinkSpec> links_;
+};
+
+// Seconds of a ring all-reduce of `bytes` over `devices` devices whose every hop is `link`:
+// 2(n-1)/n * bytes * seconds_per_byte + 2(n-1) * latency (reduce-scatter, then all-gather, each
+// n-1 steps of bytes/n per device). 0 for one device.
+double RingAllReduceSeconds(int64_t bytes, int devices, const LinkSpec& link);
+
+}  // namespace placer::sim

@@ -1,0 +1,533 @@
+#include "runtime/sim/simulator.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "graph/training_step.h"
+
+namespace placer::sim {
+
+using graph::kNoOp;
+using graph::OpId;
+using graph::Phase;
+using graph::TensorId;
+using graph::TensorKind;
+using runtime::DeviceType;
+
+// A copy of tensor `tensor` from `from` (a device, or kHost) to `to`.
+struct Simulator::CopyTask {
+  TensorId tensor = 0;
+  int from = kHost;
+  int to = 0;
+  // The op whose run issued this copy on its own worker (kNoOp for step-start copies and for
+  // copies issued onto another device's stream): its time counts as that op's, as in the
+  // executor's RunOp.
+  OpId job_op = kNoOp;
+  bool ends_job = false;  // the job's last copy: the op's inputs are released after it
+};
+
+// Everything one simulation changes. Flat vectors sized once per call; no maps, no strings unless
+// a trace is recorded.
+struct Simulator::Workspace {
+  struct Event {
+    double time;
+    int64_t sequence;  // ties in time resolve in the order the events were created
+    int device;
+    bool operator>(const Event& other) const {
+      return time != other.time ? time > other.time : sequence > other.sequence;
+    }
+  };
+  struct Running {
+    bool active = false;
+    bool is_copy = false;
+    OpId op = kNoOp;
+    CopyTask copy;
+    double start = 0;
+    double duration = 0;
+  };
+  // A first-in, first-out queue of copies that reuses its storage once drained.
+  struct CopyQueue {
+    std::vector<CopyTask> tasks;
+    size_t head = 0;
+    bool empty() const { return head == tasks.size(); }
+    CopyTask Pop() {
+      CopyTask task = tasks[head++];
+      if (head == tasks.size()) {
+        tasks.clear();
+        head = 0;
+      }
+      return task;
+    }
+  };
+
+  bool record_trace = false;
+  std::vector<int> device_of;  // per op
+  std::vector<int> home;       // per tensor: device, or kHost
+  std::vector<int> pending;    // per op: distinct inputs not yet available on its device
+  std::vector<int> uses_left;  // [tensor * devices + device]: readers there that have not run
+  std::vector<std::vector<int>> ready;  // per device: min-heap of topological ranks
+  // Per device: copies it issues itself (served first: the executor does them inline, right after
+  // the op or at the step's start) and copies other workers enqueue on its stream.
+  std::vector<CopyQueue> own_copies, incoming_copies;
+  std::vector<Running> running;
+  std::vector<double> job_start;  // per device: when the op whose copies are running started
+  std::vector<Event> events;      // min-heap: when each busy device finishes its current task
+  int64_t next_sequence = 0;
+  std::vector<uint8_t> reads_on;  // per device, scratch for QueueCopiesOf
+  std::vector<int64_t> memory_now;
+  std::vector<ChannelStats> channels;
+  std::vector<std::vector<runtime::TraceEvent>> trace;  // per device, as the executor keeps it
+  SimulationResult result;
+  int ops_done = 0;
+  double last_time = 0;
+  bool out_of_memory = false;
+};
+
+namespace {
+
+// Throws the error graph::ExpandPlacement gives for a placement that does not cover every op.
+[[noreturn]] void ThrowUnplaced(const graph::Graph& graph, const graph::Placement& placement) {
+  graph::ExpandPlacement(graph, placement);
+  throw graph::GraphError("the placement does not place every op");
+}
+
+bool IsValidCost(double seconds) { return seconds >= 0 && std::isfinite(seconds); }
+
+[[noreturn]] void ThrowInvalidCost(double seconds, const std::string& what) {
+  throw std::invalid_argument(
+      fmt::format("the cost model gives {} seconds for {}: costs must be non-negative and finite",
+                  seconds, what));
+}
+
+}  // namespace
+
+Simulator::Simulator(const graph::Graph& graph, runtime::DeviceSet devices,
+                     const CostModel& cost_model)
+    : graph_(graph),
+      devices_(std::move(devices)),
+      num_devices_(static_cast<int>(devices_.size())),
+      num_channels_((num_devices_ + 1) * num_devices_),
+      num_ops_(graph.num_ops()),
+      num_tensors_(graph.num_tensors()) {
+  if (devices_.empty()) throw std::invalid_argument("the simulator needs at least one device");
+  for (const runtime::Device& device : devices_) {
+    if (std::find(device_names_.begin(), device_names_.end(), device.name) != device_names_.end()) {
+      throw std::invalid_argument(fmt::format("device '{}' is listed twice", device.name));
+    }
+    device_names_.push_back(device.name);
+    is_cuda_.push_back(device.type == DeviceType::kCuda ? 1 : 0);
+    capacity_.push_back(device.memory_capacity);
+  }
+  channel_lanes_.resize(static_cast<size_t>(num_channels_));
+  for (int from = kHost; from < num_devices_; ++from) {
+    for (int to = 0; to < num_devices_; ++to) {
+      channel_lanes_[Channel(from, to)] =
+          fmt::format("{}->{}", from == kHost ? kHostName : device_names_[from], device_names_[to]);
+    }
+  }
+
+  order_ = graph.TopologicalOrder();  // throws on a cycle
+  rank_.assign(static_cast<size_t>(num_ops_), 0);
+  for (size_t i = 0; i < order_.size(); ++i) rank_[order_[i]] = static_cast<int>(i);
+
+  anchor_.resize(static_cast<size_t>(num_ops_));
+  input_begin_.push_back(0);
+  output_begin_.push_back(0);
+  for (OpId id = 0; id < num_ops_; ++id) {
+    const graph::Op& op = graph.op(id);
+    if (op.phase == Phase::kForward) {
+      anchor_[id] = id;
+    } else if (op.forward_op >= 0 && op.forward_op < num_ops_ &&
+               graph.op(op.forward_op).phase == Phase::kForward) {
+      anchor_[id] = op.forward_op;
+    } else {
+      throw graph::GraphError(fmt::format("{} op '{}' does not name the forward op it belongs with",
+                                          graph::ToString(op.phase), op.name));
+    }
+    std::vector<TensorId> distinct = op.inputs;
+    std::sort(distinct.begin(), distinct.end());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    inputs_.insert(inputs_.end(), distinct.begin(), distinct.end());
+    input_begin_.push_back(static_cast<int>(inputs_.size()));
+    num_inputs_.push_back(static_cast<int>(distinct.size()));
+    outputs_.insert(outputs_.end(), op.outputs.begin(), op.outputs.end());
+    output_begin_.push_back(static_cast<int>(outputs_.size()));
+  }
+
+  consumer_begin_.push_back(0);
+  bytes_.resize(static_cast<size_t>(num_tensors_));
+  origin_.resize(static_cast<size_t>(num_tensors_));
+  owner_.assign(static_cast<size_t>(num_tensors_), kNoOp);
+  for (TensorId t = 0; t < num_tensors_; ++t) {
+    const graph::Tensor& tensor = graph.tensor(t);
+    for (OpId consumer : tensor.consumers) {
+      auto begin = consumers_.begin() + consumer_begin_.back();
+      if (std::find(begin, consumers_.end(), consumer) == consumers_.end()) {
+        consumers_.push_back(consumer);
+      }
+    }
+    consumer_begin_.push_back(static_cast<int>(consumers_.size()));
+    bytes_[t] = tensor.bytes();
+    if (tensor.producer != kNoOp) {
+      origin_[t] = Origin::kProduced;
+    } else if (tensor.kind == TensorKind::kParameter) {
+      origin_[t] = Origin::kParameter;
+      owner_[t] = graph::OwnerOf(graph, t);  // throws when no forward op reads it
+      parameters_.push_back(t);
+    } else if (tensor.kind == TensorKind::kInput || tensor.kind == TensorKind::kLabel) {
+      origin_[t] = Origin::kMinibatch;
+      minibatch_.push_back(t);
+    } else if (!tensor.consumers.empty()) {
+      throw graph::GraphError(fmt::format("op '{}': input '{}' is dangling: no op produces it",
+                                          graph.op(tensor.consumers.front()).name, tensor.name));
+    } else {
+      origin_[t] = Origin::kNone;
+    }
+  }
+
+  op_seconds_.resize(static_cast<size_t>(num_ops_) * static_cast<size_t>(num_devices_));
+  for (OpId id = 0; id < num_ops_; ++id) {
+    for (int d = 0; d < num_devices_; ++d) {
+      const double seconds = cost_model.OpSeconds(graph, id, devices_[d]);
+      if (!IsValidCost(seconds)) {
+        ThrowInvalidCost(seconds,
+                         fmt::format("op '{}' on {}", graph.op(id).name, device_names_[d]));
+      }
+      op_seconds_[static_cast<size_t>(id) * num_devices_ + d] = seconds;
+    }
+  }
+
+  // Transfer times depend on the size only, and a graph has few distinct sizes.
+  std::unordered_map<int64_t, int> class_of_size;
+  std::vector<int64_t> sizes;
+  size_class_.resize(static_cast<size_t>(num_tensors_));
+  for (TensorId t = 0; t < num_tensors_; ++t) {
+    auto [it, inserted] = class_of_size.try_emplace(bytes_[t], static_cast<int>(sizes.size()));
+    if (inserted) sizes.push_back(bytes_[t]);
+    size_class_[t] = it->second;
+  }
+  transfer_seconds_.assign(sizes.size() * static_cast<size_t>(num_channels_), 0.0);
+  for (size_t c = 0; c < sizes.size(); ++c) {
+    for (int from = kHost; from < num_devices_; ++from) {
+      for (int to = 0; to < num_devices_; ++to) {
+        if (from == to) continue;
+        const double seconds = cost_model.TransferSeconds(
+            sizes[c], from == kHost ? nullptr : &devices_[from], devices_[to]);
+        if (!IsValidCost(seconds)) {
+          ThrowInvalidCost(seconds, fmt::format("{} bytes over {}", sizes[c],
+                                                channel_lanes_[Channel(from, to)]));
+        }
+        transfer_seconds_[c * num_channels_ + Channel(from, to)] = seconds;
+      }
+    }
+  }
+}
+
+void Simulator::Allocate(Workspace& w, int device, int64_t bytes) const {
+  int64_t now = w.memory_now[device] += bytes;
+  int64_t& peak = w.result.peak_memory_bytes[device];
+  peak = std::max(peak, now);
+  if (capacity_[device] > 0 && now > capacity_[device] && !w.out_of_memory) {
+    w.out_of_memory = true;
+    w.result.invalid_reason = fmt::format(
+        "out of memory on {}: the step needs at least {} bytes, the capacity is {} bytes",
+        device_names_[device], now, capacity_[device]);
+  }
+}
+
+// `t` becomes available on `device`: count its memory there and wake the readers waiting for it.
+void Simulator::Publish(Workspace& w, TensorId t, int device) const {
+  const bool resident = origin_[t] == Origin::kParameter && w.home[t] == device;
+  if (!resident) Allocate(w, device, bytes_[t]);
+  int readers = 0;
+  for (int i = consumer_begin_[t]; i < consumer_begin_[t + 1]; ++i) {
+    const OpId consumer = consumers_[i];
+    if (w.device_of[consumer] != device) continue;
+    ++readers;
+    if (--w.pending[consumer] == 0) {
+      std::vector<int>& heap = w.ready[device];
+      heap.push_back(rank_[consumer]);
+      std::push_heap(heap.begin(), heap.end(), std::greater<>());
+    }
+  }
+  w.uses_left[static_cast<size_t>(t) * num_devices_ + device] = readers;
+}
+
+// Op `op` has finished on `device`, copies included: its inputs there lose a reader.
+void Simulator::FreeInputsOf(Workspace& w, OpId op, int device) const {
+  for (int i = input_begin_[op]; i < input_begin_[op + 1]; ++i) {
+    const TensorId t = inputs_[i];
+    if (origin_[t] == Origin::kParameter && w.home[t] == device) continue;  // resident
+    if (--w.uses_left[static_cast<size_t>(t) * num_devices_ + device] == 0) {
+      w.memory_now[device] -= bytes_[t];
+    }
+  }
+}
+
+// Queues a copy of `t` from `from` to every other device that reads it, in device order.
+void Simulator::QueueCopiesOf(Workspace& w, TensorId t, int from, OpId job_op) const {
+  for (int i = consumer_begin_[t]; i < consumer_begin_[t + 1]; ++i) {
+    w.reads_on[w.device_of[consumers_[i]]] = 1;
+  }
+  for (int to = 0; to < num_devices_; ++to) {
+    if (!w.reads_on[to]) continue;
+    w.reads_on[to] = 0;
+    if (to == from) continue;
+    const int issuer = Issuer(from, to);
+    CopyTask task{.tensor = t, .from = from, .to = to};
+    if (issuer == from) {
+      task.job_op = job_op;
+      w.own_copies[issuer].tasks.push_back(task);
+    } else {
+      w.incoming_copies[issuer].tasks.push_back(task);
+    }
+  }
+}
+
+void Simulator::StartNext(Workspace& w, int device, double now) const {
+  Workspace::Running& run = w.running[device];
+  if (run.active) return;
+  if (!w.own_copies[device].empty() || !w.incoming_copies[device].empty()) {
+    run.is_copy = true;
+    run.copy = !w.own_copies[device].empty() ? w.own_copies[device].Pop()
+                                             : w.incoming_copies[device].Pop();
+    run.duration = TransferSeconds(run.copy.tensor, run.copy.from, run.copy.to);
+  } else if (!w.ready[device].empty()) {
+    std::vector<int>& heap = w.ready[device];
+    std::pop_heap(heap.begin(), heap.end(), std::greater<>());
+    run.is_copy = false;
+    run.op = order_[heap.back()];
+    heap.pop_back();
+    run.duration = OpSeconds(run.op, device);
+  } else {
+    return;
+  }
+  run.active = true;
+  run.start = now;
+  w.events.push_back({now + run.duration, w.next_sequence++, device});
+  std::push_heap(w.events.begin(), w.events.end(), std::greater<>());
+}
+
+void Simulator::Finish(Workspace& w, int device, double now) const {
+  Workspace::Running& run = w.running[device];
+  run.active = false;
+  if (!run.is_copy) {
+    const OpId op = run.op;
+    ++w.ops_done;
+    w.result.busy_seconds[device] += run.duration;
+    w.job_start[device] = run.start;
+    // The executor pushes each output's copies, then publishes it locally; this worker is busy
+    // with its own copies either way, so the order only matters across outputs.
+    for (int i = output_begin_[op]; i < output_begin_[op + 1]; ++i) {
+      QueueCopiesOf(w, outputs_[i], device, op);
+      Publish(w, outputs_[i], device);
+    }
+    Workspace::CopyQueue& own = w.own_copies[device];
+    if (!own.empty()) {
+      own.tasks.back().ends_job = true;  // own copies are served first: the queue held none
+    } else {
+      FreeInputsOf(w, op, device);
+      if (w.record_trace) {
+        w.trace[device].push_back(
+            {device_names_[device], graph_.op(op).name, run.start * 1e6, (now - run.start) * 1e6});
+      }
+    }
+    return;
+  }
+  const CopyTask& copy = run.copy;
+  ChannelStats& channel = w.channels[Channel(copy.from, copy.to)];
+  channel.count += 1;
+  channel.bytes += bytes_[copy.tensor];
+  channel.seconds += run.duration;
+  if (w.record_trace) {
+    w.trace[copy.from >= 0 ? copy.from : copy.to].push_back(
+        {channel_lanes_[Channel(copy.from, copy.to)], graph_.tensor(copy.tensor).name,
+         run.start * 1e6, run.duration * 1e6});
+  }
+  Publish(w, copy.tensor, copy.to);
+  if (copy.job_op != kNoOp) w.result.busy_seconds[device] += run.duration;
+  if (copy.ends_job) {
+    FreeInputsOf(w, copy.job_op, device);
+    if (w.record_trace) {
+      const double start = w.job_start[device];
+      w.trace[device].push_back(
+          {device_names_[device], graph_.op(copy.job_op).name, start * 1e6, (now - start) * 1e6});
+    }
+  }
+}
+
+SimulationResult Simulator::Simulate(const graph::Placement& placement, bool record_trace) const {
+  if (placement.devices != device_names_) {
+    throw std::invalid_argument(
+        fmt::format("the placement's devices [{}] differ from the simulator's [{}]",
+                    fmt::join(placement.devices, ", "), fmt::join(device_names_, ", ")));
+  }
+  if (placement.device_of_op.size() != static_cast<size_t>(num_ops_)) {
+    ThrowUnplaced(graph_, placement);
+  }
+  const size_t num_devices = static_cast<size_t>(num_devices_);
+  Workspace w;
+  w.record_trace = record_trace;
+  w.device_of.resize(static_cast<size_t>(num_ops_));
+  for (OpId id = 0; id < num_ops_; ++id) {
+    const int device = placement.device_of_op[anchor_[id]];
+    if (device < 0 || device >= num_devices_) ThrowUnplaced(graph_, placement);
+    w.device_of[id] = device;
+  }
+  w.home.assign(static_cast<size_t>(num_tensors_), kHost);
+  std::vector<int64_t> parameter_bytes(num_devices, 0);
+  for (TensorId t = 0; t < num_tensors_; ++t) {
+    if (origin_[t] == Origin::kProduced) {
+      w.home[t] = w.device_of[graph_.tensor(t).producer];
+    } else if (origin_[t] == Origin::kParameter) {
+      w.home[t] = w.device_of[owner_[t]];
+      parameter_bytes[w.home[t]] += bytes_[t];
+    }
+  }
+  w.pending = num_inputs_;
+  w.uses_left.assign(static_cast<size_t>(num_tensors_) * num_devices, 0);
+  w.ready.resize(num_devices);
+  w.own_copies.resize(num_devices);
+  w.incoming_copies.resize(num_devices);
+  w.running.resize(num_devices);
+  w.job_start.assign(num_devices, 0);
+  w.events.reserve(num_devices);
+  w.reads_on.assign(num_devices, 0);
+  w.memory_now = parameter_bytes;
+  w.channels.resize(static_cast<size_t>(num_channels_));
+  if (record_trace) w.trace.resize(num_devices);
+  w.result.busy_seconds.assign(num_devices, 0);
+  w.result.peak_memory_bytes = parameter_bytes;
+
+  // Step start, worker by worker: the minibatch each device reads, then the parameters it owns.
+  // (No op type reads nothing; should a hand-made one, it is ready from the start.)
+  for (OpId id = 0; id < num_ops_; ++id) {
+    if (num_inputs_[id] == 0) w.ready[w.device_of[id]].push_back(rank_[id]);
+  }
+  for (auto& heap : w.ready) std::make_heap(heap.begin(), heap.end(), std::greater<>());
+  for (int d = 0; d < num_devices_; ++d) {
+    for (TensorId t : minibatch_) {
+      bool read_here = false;
+      for (int i = consumer_begin_[t]; i < consumer_begin_[t + 1]; ++i) {
+        read_here = read_here || w.device_of[consumers_[i]] == d;
+      }
+      if (!read_here) continue;
+      if (is_cuda_[d]) {
+        w.own_copies[d].tasks.push_back({.tensor = t, .from = kHost, .to = d});
+      } else {
+        Publish(w, t, d);
+      }
+    }
+    for (TensorId t : parameters_) {
+      if (w.home[t] != d) continue;
+      QueueCopiesOf(w, t, d, kNoOp);
+      Publish(w, t, d);
+    }
+  }
+  for (int d = 0; d < num_devices_; ++d) StartNext(w, d, 0);
+
+  while (!w.events.empty() && !w.out_of_memory) {
+    const double now = w.events.front().time;
+    // Everything that ends at `now` first, then the idle devices pick: an op made ready at `now`
+    // competes with the others on its device by rank, whichever event released it.
+    while (!w.events.empty() && w.events.front().time == now && !w.out_of_memory) {
+      std::pop_heap(w.events.begin(), w.events.end(), std::greater<>());
+      const int device = w.events.back().device;
+      w.events.pop_back();
+      Finish(w, device, now);
+    }
+    w.last_time = now;
+    for (int d = 0; d < num_devices_; ++d) StartNext(w, d, now);
+  }
+
+  SimulationResult& result = w.result;
+  if (w.out_of_memory) {
+    result.valid = false;
+    return std::move(result);
+  }
+  if (w.ops_done != num_ops_) {
+    // Unreachable for a graph the constructor accepted: every input is produced, a parameter or
+    // the minibatch, and nothing is cyclic.
+    for (OpId id : order_) {
+      if (w.pending[id] > 0) {
+        throw std::logic_error(fmt::format("simulator: op '{}' never became ready on {}",
+                                           graph_.op(id).name, device_names_[w.device_of[id]]));
+      }
+    }
+    throw std::logic_error(fmt::format("simulator: {} of {} ops ran", w.ops_done, num_ops_));
+  }
+  result.valid = true;
+  result.step_seconds = w.last_time;
+  for (int from = kHost; from < num_devices_; ++from) {
+    for (int to = 0; to < num_devices_; ++to) {
+      ChannelStats stats = w.channels[Channel(from, to)];
+      if (stats.count == 0) continue;
+      stats.from = from;
+      stats.to = to;
+      result.transfers.push_back(stats);
+    }
+  }
+  if (record_trace) {
+    for (auto& events : w.trace) {
+      result.trace.insert(result.trace.end(), events.begin(), events.end());
+    }
+  }
+  return std::move(result);
+}
+
+runtime::EvaluationResult Simulator::ToEvaluationResult(SimulationResult result) const {
+  runtime::EvaluationResult evaluation;
+  evaluation.valid = result.valid;
+  evaluation.invalid_reason = std::move(result.invalid_reason);
+  if (!result.valid) return evaluation;
+  evaluation.step_seconds = result.step_seconds;
+  evaluation.min_seconds = evaluation.max_seconds = result.step_seconds;
+  evaluation.step_samples = {result.step_seconds};
+  for (int d = 0; d < num_devices_; ++d) {
+    evaluation.devices.push_back(
+        {device_names_[d], result.busy_seconds[d], result.peak_memory_bytes[d]});
+  }
+  for (const ChannelStats& channel : result.transfers) {
+    evaluation.transfers.push_back(
+        {channel.from == kHost ? std::string(kHostName) : device_names_[channel.from],
+         device_names_[channel.to], channel.bytes, channel.count, channel.seconds});
+  }
+  evaluation.trace = std::move(result.trace);
+  return evaluation;
+}
+
+LowerBoundResult Simulator::LowerBound() const {
+  LowerBoundResult bound;
+  std::vector<double> finish(static_cast<size_t>(num_ops_), 0);
+  double total = 0;
+  for (OpId id : order_) {
+    double fastest = OpSeconds(id, 0);
+    for (int d = 1; d < num_devices_; ++d) fastest = std::min(fastest, OpSeconds(id, d));
+    double start = 0;
+    for (int i = input_begin_[id]; i < input_begin_[id + 1]; ++i) {
+      const OpId producer = graph_.tensor(inputs_[i]).producer;
+      if (producer != kNoOp) start = std::max(start, finish[producer]);
+    }
+    finish[id] = start + fastest;
+    bound.critical_path_seconds = std::max(bound.critical_path_seconds, finish[id]);
+    bound.longest_op_seconds = std::max(bound.longest_op_seconds, fastest);
+    total += fastest;
+  }
+  bound.work_per_device_seconds = total / num_devices_;
+  bound.seconds = std::max(
+      {bound.critical_path_seconds, bound.work_per_device_seconds, bound.longest_op_seconds});
+  return bound;
+}
+
+LowerBoundResult LowerBound(const graph::Graph& graph, const runtime::DeviceSet& devices,
+                            const CostModel& cost_model) {
+  return Simulator(graph, devices, cost_model).LowerBound();
+}
+
+}  // namespace placer::sim

@@ -1,0 +1,179 @@
+// An event-driven simulator of one training step under a placement, by the executor's rules
+// (runtime/executor.cc), so that simulated and measured step times can be compared:
+//
+// - Every op of the step runs where ExpandPlacement puts it. Every tensor has a home: its
+//   producer's device; a parameter's is its owner's (graph::OwnerOf); the minibatch (inputs and
+//   labels) lives in host memory.
+// - Each device is one worker (a CPU worker's thread, a GPU's stream) that runs one thing at a
+//   time. Among ready ops it runs the one earliest in graph.TopologicalOrder(). An op is ready when
+//   each of its distinct inputs is available on its device.
+// - When an op's output is consumed on other devices, it is copied to each of them, in device
+//   order, as soon as the op finishes. Between CPU workers the sender clones it: its worker is
+//   busy for the copy, before it runs anything else. A copy to a GPU runs on the destination's
+//   stream, one from a GPU to a CPU worker on the source's stream. Every ordered device pair is
+//   one channel; each channel has exactly one issuing worker or stream (the sender between CPU
+//   workers, otherwise the stream named above), so its copies are serialised by construction.
+// - At the step's start each device's worker loads the minibatch tensors it reads (CPU workers
+//   read host memory in place; a GPU copies them in, channel "host->cuda:N") and then pushes each
+//   parameter it owns to the other devices that read it.
+// - Memory per device: the parameters it owns, all the time; every other value from the moment it
+//   is produced on (or copied to) the device until the last op reading it there has finished.
+//   Values nobody reads on a device (a loss, a gradient only read remotely) stay to the step's
+//   end. Exceeding Device::memory_capacity (when > 0) makes the placement invalid at that moment,
+//   as the executor's allocation check does.
+//
+// Where the simulator departs from the executor, and why:
+// - Time is the cost model's, and the scheduler is work-conserving: a worker or stream picks work
+//   only when its inputs are there. The executor's GPU worker threads run ahead of their streams
+//   (launches are asynchronous), so a stream executes in launch order and stalls on an event wait;
+//   a CPU worker may pop an op whose input is still being copied from a GPU and block on it.
+//   Both depend on host-side timing the simulator does not model.
+// - On a stream, copies waiting to run go before ops waiting to run (they were enqueued when their
+//   value came to exist, before later launches); among copies, first come first served.
+// - A copy's destination memory is counted when the copy ends (the executor counts a CPU clone
+//   then, a GPU copy when it is issued).
+// - busy_seconds and a device lane's op events cover what the executor's RunOp covers on a CPU
+//   worker: the op plus the copies its worker then issues itself (clones, GPU-to-CPU copies); the
+//   step-start loads and parameter pushes are not counted, as in the executor. On a GPU the
+//   executor can only time the host's launches; the simulator counts the stream's time instead.
+// - Simultaneous events resolve in a fixed order (all that end at one instant, in the order they
+//   were scheduled; then idle devices pick, by index), where the executor's threads race; so the
+//   simulation is deterministic.
+// - An op without inputs (no op type has none) is ready at the start; the executor never runs it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "graph/ir.h"
+#include "graph/placement.h"
+#include "runtime/device.h"
+#include "runtime/evaluator.h"
+#include "runtime/sim/cost_model.h"
+
+namespace placer::sim {
+
+// A device index, or kHost (-1) for host memory.
+inline constexpr int kHost = -1;
+
+struct ChannelStats {
+  int from = kHost;  // device index, or kHost for the minibatch
+  int to = 0;
+  int count = 0;
+  int64_t bytes = 0;
+  double seconds = 0;
+};
+
+// The outcome of one simulated step. Per-device vectors follow the simulator's device order.
+struct SimulationResult {
+  bool valid = false;
+  std::string invalid_reason;  // set when !valid: "out of memory on cpu:1: ..."
+  double step_seconds = 0;     // from the step's start until every worker and stream is idle
+  std::vector<double> busy_seconds;
+  std::vector<int64_t> peak_memory_bytes;
+  std::vector<ChannelStats> transfers;     // used channels: host first, then by (from, to)
+  std::vector<runtime::TraceEvent> trace;  // when asked for: device lanes and "from->to" lanes
+};
+
+// A lower bound on the step time of every placement, and its parts (REFERENCES.md 2.3):
+// LB = max(critical_path, work_per_device, longest_op), every op at its fastest device's time.
+// work_per_device is the sum of those fastest times over the number of devices: each op occupies
+// some device at least that long, and the devices work in parallel at best. ("Total work / total
+// speed" needs one speed per device, which a general cost model, where each op has its own
+// device ranking, does not define.) Communication and memory are ignored, so the bound is loose
+// for communication-bound placements.
+struct LowerBoundResult {
+  double critical_path_seconds = 0;    // longest dependency chain, communication free
+  double work_per_device_seconds = 0;  // total fastest op time / number of devices
+  double longest_op_seconds = 0;       // the slowest op at its fastest
+  double seconds = 0;                  // the largest of the three
+};
+
+class Simulator {
+ public:
+  // Precomputes everything that does not depend on the placement: topological ranks, consumers,
+  // tensor sizes, every op's time on every device and every transfer's time on every channel (the
+  // cost model is not used afterwards). `graph` must outlive the simulator; it need not be a
+  // training step, but backward and update ops must name their forward op. Throws GraphError for
+  // a cycle, a dangling input or a parameter no forward op reads, std::invalid_argument for
+  // no devices or a negative or non-finite cost.
+  Simulator(const graph::Graph& graph, runtime::DeviceSet devices, const CostModel& cost_model);
+
+  // Simulates one step. Throws std::invalid_argument when the placement's devices differ from the
+  // simulator's, GraphError when an op is not placed; running out of memory is an invalid result.
+  // Thread-safe: concurrent calls share only read-only state.
+  SimulationResult Simulate(const graph::Placement& placement, bool record_trace = false) const;
+
+  // The result in the Evaluator's terms, with device and channel names.
+  runtime::EvaluationResult ToEvaluationResult(SimulationResult result) const;
+
+  LowerBoundResult LowerBound() const;
+
+  const graph::Graph& graph() const { return graph_; }
+  const runtime::DeviceSet& devices() const { return devices_; }
+  const std::vector<std::string>& device_names() const { return device_names_; }
+  // Cached costs.
+  double OpSeconds(graph::OpId op, int device) const {
+    return op_seconds_[static_cast<size_t>(op) * static_cast<size_t>(num_devices_) +
+                       static_cast<size_t>(device)];
+  }
+  double TransferSeconds(graph::TensorId tensor, int from, int to) const {
+    return transfer_seconds_[static_cast<size_t>(size_class_[static_cast<size_t>(tensor)]) *
+                                 static_cast<size_t>(num_channels_) +
+                             static_cast<size_t>(Channel(from, to))];
+  }
+
+ private:
+  struct Workspace;
+  struct CopyTask;
+  enum class Origin : uint8_t { kProduced, kMinibatch, kParameter, kNone };
+
+  int Channel(int from, int to) const { return (from + 1) * num_devices_ + to; }
+  // The worker or stream that performs a copy from device `from` to `to` (see the file comment);
+  // the minibatch's copies from host memory are issued by their GPU.
+  int Issuer(int from, int to) const { return is_cuda_[static_cast<size_t>(to)] ? to : from; }
+
+  void Publish(Workspace& w, graph::TensorId t, int device) const;
+  void FreeInputsOf(Workspace& w, graph::OpId op, int device) const;
+  void QueueCopiesOf(Workspace& w, graph::TensorId t, int from, graph::OpId job_op) const;
+  void Allocate(Workspace& w, int device, int64_t bytes) const;
+  void StartNext(Workspace& w, int device, double now) const;
+  void Finish(Workspace& w, int device, double now) const;
+
+  const graph::Graph& graph_;
+  runtime::DeviceSet devices_;
+  std::vector<std::string> device_names_;
+  std::vector<std::string> channel_lanes_;  // "from->to" per channel, for traces
+  int num_devices_ = 0;
+  int num_channels_ = 0;
+  int num_ops_ = 0;
+  int num_tensors_ = 0;
+  std::vector<uint8_t> is_cuda_;
+  std::vector<int64_t> capacity_;
+
+  std::vector<graph::OpId> order_;   // topological order; rank -> op
+  std::vector<int> rank_;            // op -> position in order_
+  std::vector<graph::OpId> anchor_;  // op -> the forward op whose placement it follows
+  // Compressed rows: distinct inputs and outputs per op, distinct consumers per tensor.
+  std::vector<int> input_begin_, output_begin_, consumer_begin_;
+  std::vector<graph::TensorId> inputs_, outputs_;
+  std::vector<graph::OpId> consumers_;
+  std::vector<int> num_inputs_;  // distinct inputs per op
+
+  std::vector<int64_t> bytes_;
+  std::vector<Origin> origin_;
+  std::vector<graph::OpId> owner_;           // parameters: the owning forward op
+  std::vector<graph::TensorId> minibatch_;   // tensor order, as the executor loads them
+  std::vector<graph::TensorId> parameters_;  // tensor order, as the executor pushes them
+
+  std::vector<double> op_seconds_;        // [op * devices + device]
+  std::vector<int> size_class_;           // tensor -> index of its size among distinct sizes
+  std::vector<double> transfer_seconds_;  // [size class * channels + channel]
+};
+
+// The lower bound for `graph` on `devices` under `cost_model` (see LowerBoundResult).
+LowerBoundResult LowerBound(const graph::Graph& graph, const runtime::DeviceSet& devices,
+                            const CostModel& cost_model);
+
+}  // namespace placer::sim
