@@ -1,0 +1,327 @@
+#include "placer/search.h"
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <torch/serialize/archive.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "proto/writers.h"
+
+namespace placer::search {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+struct Verdict {
+  bool valid = false;
+  double seconds = 0;
+  std::string reason;
+};
+
+std::string KeyOf(const std::vector<int>& group_devices) {
+  return std::string(group_devices.begin(), group_devices.end());
+}
+
+Verdict Judge(runtime::Evaluator& evaluator, const graph::Placement& placement) {
+  try {
+    runtime::EvaluationResult r = evaluator.Evaluate(placement);
+    return {r.valid, r.step_seconds, r.invalid_reason};
+  } catch (const std::exception& error) {  // an evaluator should not throw; if it does, go on
+    return {false, 0, error.what()};
+  }
+}
+
+std::string Duration(double seconds) {
+  if (!std::isfinite(seconds)) return "?";
+  auto s = static_cast<int64_t>(seconds + 0.5);
+  return s >= 60 ? fmt::format("{}m{:02}s", s / 60, s % 60) : fmt::format("{}s", s);
+}
+
+std::string Ms(double seconds) {
+  return std::isfinite(seconds) ? fmt::format("{:.2f} ms", seconds * 1e3) : "-";
+}
+
+// Everything about a run that is not torch state, as JSON inside the checkpoint.
+struct RunState {
+  int step = 0;
+  int evaluations = 0;
+  double elapsed_seconds = 0;
+  std::vector<int> best;
+  double best_seconds = kInfinity;
+  std::map<std::string, Verdict> cache;
+  std::vector<CurvePoint> curve;
+  int64_t csv_bytes = 0;
+
+  nlohmann::json ToJson() const {
+    nlohmann::json cache_json = nlohmann::json::array();
+    for (const auto& [key, v] : cache) {
+      cache_json.push_back({{"placement", std::vector<int>(key.begin(), key.end())},
+                            {"valid", v.valid}, {"seconds", v.seconds}, {"reason", v.reason}});
+    }
+    nlohmann::json curve_json = nlohmann::json::array();
+    for (const CurvePoint& p : curve) {
+      curve_json.push_back({p.step, p.evaluations, p.wall_seconds,
+                            std::isfinite(p.best_seconds) ? p.best_seconds : -1.0, p.mean_seconds});
+    }
+    return {{"step", step},
+            {"evaluations", evaluations},
+            {"elapsed_seconds", elapsed_seconds},
+            {"best", best},
+            {"best_seconds", std::isfinite(best_seconds) ? best_seconds : -1.0},
+            {"cache", cache_json},
+            {"curve", curve_json},
+            {"csv_bytes", csv_bytes}};
+  }
+
+  static RunState FromJson(const nlohmann::json& j) {
+    RunState s;
+    s.step = j.at("step");
+    s.evaluations = j.at("evaluations");
+    s.elapsed_seconds = j.at("elapsed_seconds");
+    s.best = j.at("best").get<std::vector<int>>();
+    double best = j.at("best_seconds");
+    s.best_seconds = best < 0 ? kInfinity : best;
+    for (const auto& entry : j.at("cache")) {
+      std::vector<int> devices = entry.at("placement");
+      s.cache[KeyOf(devices)] = {entry.at("valid"), entry.at("seconds"), entry.at("reason")};
+    }
+    for (const auto& p : j.at("curve")) {
+      double b = p[3];
+      s.curve.push_back({p[0], p[1], p[2], b < 0 ? kInfinity : b, p[4]});
+    }
+    s.csv_bytes = j.at("csv_bytes");
+    return s;
+  }
+};
+
+void SaveCheckpoint(const std::filesystem::path& file, const Reinforce& learner,
+                    const RunState& state) {
+  torch::serialize::OutputArchive archive;
+  learner.Save(archive);
+  archive.write("run_state", c10::IValue(state.ToJson().dump()));
+  std::filesystem::path tmp = file;
+  tmp += fmt::format(".tmp.{}", ::getpid());
+  archive.save_to(tmp.string());
+  std::filesystem::rename(tmp, file);
+}
+
+RunState LoadCheckpoint(const std::filesystem::path& file, Reinforce& learner) {
+  torch::serialize::InputArchive archive;
+  try {
+    archive.load_from(file.string());
+    learner.Load(archive);
+    c10::IValue run_state;
+    archive.read("run_state", run_state);
+    return RunState::FromJson(nlohmann::json::parse(run_state.toStringRef()));
+  } catch (const std::exception& error) {
+    throw std::runtime_error(fmt::format(
+        "{}: cannot resume from this checkpoint (corrupt, or written for another config): {}",
+        file.string(), error.what()));
+  }
+}
+
+void WriteBest(const std::filesystem::path& dir, const graph::Graph& graph,
+               const graph::Placement& placement, const std::string& model, double seconds,
+               const std::string& evaluator) {
+  std::string yaml = fmt::format("# best placement found by placer search: {:.3f} ms per step ({})\n"
+                                 "model: {}\nstep_time_seconds: {}\n",
+                                 seconds * 1e3, evaluator, model, seconds) +
+                     graph::PlacementToYaml(graph, placement);
+  graph::WriteFileAtomically(dir / "best_placement.yaml", yaml);
+  proto::WritePlacementProto(dir / "best_placement.pb", dir / "best_placement.pbtxt", graph,
+                             placement, {model, seconds, evaluator});
+}
+
+}  // namespace
+
+SearchOutcome RunSearch(const graph::Graph& graph, const graph::Grouping& grouping,
+                        runtime::Evaluator& evaluator, const std::vector<std::string>& devices,
+                        const SearchOptions& o) {
+  const graph::GroupFeatures features = graph::ComputeGroupFeatures(graph, grouping);
+  Reinforce learner(features, static_cast<int>(devices.size()), o.policy, o.reinforce, o.seed);
+  RunState state;
+  const bool writes = !o.run_dir.empty();
+  const std::filesystem::path checkpoint = o.run_dir / "checkpoint.pt";
+  const std::filesystem::path csv_path = o.run_dir / "search.csv";
+  if (writes) {
+    std::filesystem::create_directories(o.run_dir);
+    if (o.resume) {
+      if (!std::filesystem::exists(checkpoint)) {
+        throw std::runtime_error(fmt::format("{}: no checkpoint to resume from", checkpoint.string()));
+      }
+      state = LoadCheckpoint(checkpoint, learner);
+      // Rows logged after the checkpoint belong to steps that will be run again.
+      if (std::filesystem::exists(csv_path)) {
+        std::filesystem::resize_file(csv_path, static_cast<uintmax_t>(state.csv_bytes));
+      }
+    } else if (std::filesystem::exists(checkpoint)) {
+      throw std::runtime_error(fmt::format(
+          "{} holds a search already: pass --resume to continue it, or choose another "
+          "output.directory",
+          o.run_dir.string()));
+    } else {
+      std::filesystem::remove(csv_path);
+    }
+  } else if (o.resume) {
+    throw std::runtime_error("--resume needs an output directory");
+  }
+
+  std::ofstream csv;
+  std::unique_ptr<proto::TensorBoardWriter> tensorboard;
+  if (writes) {
+    bool fresh = !std::filesystem::exists(csv_path) || std::filesystem::file_size(csv_path) == 0;
+    csv.open(csv_path, std::ios::app);
+    if (!csv) throw std::runtime_error(fmt::format("cannot write {}", csv_path.string()));
+    if (fresh) {
+      csv << "step,sample,step_seconds,valid,reward,baseline,entropy,cached,reason\n";
+      csv.flush();
+    }
+    tensorboard = std::make_unique<proto::TensorBoardWriter>(o.run_dir);
+  }
+
+  const auto start = Clock::now();
+  auto elapsed = [&] {
+    return state.elapsed_seconds + std::chrono::duration<double>(Clock::now() - start).count();
+  };
+  auto checkpoint_now = [&] {
+    if (!writes) return;
+    csv.flush();
+    state.csv_bytes = static_cast<int64_t>(std::filesystem::file_size(csv_path));
+    RunState snapshot = state;
+    snapshot.elapsed_seconds = elapsed();
+    SaveCheckpoint(checkpoint, learner, snapshot);
+  };
+
+  SearchOutcome outcome;
+  while (state.step < o.policy_steps && state.evaluations < o.max_evaluations &&
+         elapsed() < o.max_wall_seconds) {
+    std::vector<std::vector<int>> samples = learner.Sample();
+    std::vector<double> rewards;
+    std::vector<Verdict> verdicts;
+    std::vector<bool> cached;
+    double mean_seconds = 0;
+    for (const std::vector<int>& sample : samples) {
+      const std::string key = KeyOf(sample);
+      auto hit = o.cache ? state.cache.find(key) : state.cache.end();
+      Verdict v;
+      if (hit != state.cache.end()) {
+        v = hit->second;
+        cached.push_back(true);
+      } else {
+        v = Judge(evaluator, graph::ToPlacement(graph, grouping, sample, devices));
+        ++state.evaluations;
+        state.cache[key] = v;
+        cached.push_back(false);
+      }
+      double seconds = v.valid ? v.seconds : o.failing_step_seconds;
+      rewards.push_back(RewardOf(seconds));
+      mean_seconds += seconds / static_cast<double>(samples.size());
+      if (v.valid && v.seconds < state.best_seconds) {
+        state.best_seconds = v.seconds;
+        state.best = sample;
+        if (writes) {
+          WriteBest(o.run_dir, graph, graph::ToPlacement(graph, grouping, sample, devices),
+                    o.model_name, v.seconds, evaluator.name());
+        }
+      }
+      verdicts.push_back(std::move(v));
+    }
+    const double baseline_before = learner.baseline();
+    UpdateStats stats = learner.Update(rewards);
+    if (writes) {
+      for (size_t k = 0; k < samples.size(); ++k) {
+        std::string reason = verdicts[k].reason;
+        std::replace(reason.begin(), reason.end(), '"', '\'');
+        csv << fmt::format("{},{},{:.6f},{},{:.6f},{:.6f},{:.5f},{},\"{}\"\n", state.step, k,
+                           verdicts[k].valid ? verdicts[k].seconds : 0.0, verdicts[k].valid ? 1 : 0,
+                           rewards[k], baseline_before, stats.mean_entropy, cached[k] ? 1 : 0,
+                           reason);
+      }
+      csv.flush();
+      tensorboard->AddScalar("reward/mean", state.step,
+                             -std::sqrt(mean_seconds));
+      tensorboard->AddScalar("step_time_ms/mean", state.step, mean_seconds * 1e3);
+      if (std::isfinite(state.best_seconds)) {
+        tensorboard->AddScalar("step_time_ms/best", state.step, state.best_seconds * 1e3);
+      }
+      tensorboard->AddScalar("policy/entropy", state.step, stats.mean_entropy);
+      tensorboard->AddScalar("policy/baseline", state.step, stats.baseline);
+    }
+    ++state.step;
+    state.curve.push_back({state.step, state.evaluations, elapsed(), state.best_seconds, mean_seconds});
+    if (o.progress) {
+      double per_step = elapsed() / std::max(1, state.step);
+      double eta = std::min({per_step * (o.policy_steps - state.step),
+                             o.max_wall_seconds - elapsed()});
+      std::fprintf(stderr, "%s[search] step %d/%d  evals %d/%d  best %s  mean %s  elapsed %s  ETA %s%s",
+                   isatty(STDERR_FILENO) ? "\r\033[K" : "", state.step, o.policy_steps,
+                   state.evaluations, o.max_evaluations, Ms(state.best_seconds).c_str(),
+                   Ms(mean_seconds).c_str(), Duration(elapsed()).c_str(),
+                   Duration(std::max(0.0, eta)).c_str(), isatty(STDERR_FILENO) ? "" : "\n");
+      std::fflush(stderr);
+    }
+    if (o.checkpoint_every > 0 && state.step % o.checkpoint_every == 0) checkpoint_now();
+    if (o.stop_requested != nullptr && o.stop_requested->load()) {
+      outcome.interrupted = true;
+      break;
+    }
+  }
+  if (o.progress && isatty(STDERR_FILENO)) std::fprintf(stderr, "\n");
+  checkpoint_now();
+
+  outcome.steps = state.step;
+  outcome.evaluations = state.evaluations;
+  outcome.wall_seconds = elapsed();
+  outcome.curve = state.curve;
+  outcome.found_valid = std::isfinite(state.best_seconds);
+  if (outcome.found_valid) {
+    outcome.best_group_devices = state.best;
+    outcome.best = graph::ToPlacement(graph, grouping, state.best, devices);
+    outcome.best_seconds = state.best_seconds;
+  }
+  return outcome;
+}
+
+SearchOutcome RandomSearch(const graph::Graph& graph, const graph::Grouping& grouping,
+                           runtime::Evaluator& evaluator, const std::vector<std::string>& devices,
+                           int evaluations, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> pick(0, static_cast<int>(devices.size()) - 1);
+  const double space = std::pow(static_cast<double>(devices.size()), grouping.num_groups());
+  const int budget = static_cast<int>(std::min<double>(evaluations, space));
+  std::map<std::string, bool> seen;
+  SearchOutcome outcome;
+  outcome.best_seconds = kInfinity;
+  const auto start = Clock::now();
+  while (outcome.evaluations < budget) {
+    std::vector<int> sample(static_cast<size_t>(grouping.num_groups()));
+    for (int& device : sample) device = pick(rng);
+    if (!seen.emplace(KeyOf(sample), true).second) continue;
+    Verdict v = Judge(evaluator, graph::ToPlacement(graph, grouping, sample, devices));
+    ++outcome.evaluations;
+    if (v.valid && v.seconds < outcome.best_seconds) {
+      outcome.best_seconds = v.seconds;
+      outcome.best_group_devices = sample;
+    }
+    outcome.curve.push_back({outcome.evaluations, outcome.evaluations,
+                             std::chrono::duration<double>(Clock::now() - start).count(),
+                             outcome.best_seconds, v.valid ? v.seconds : 0.0});
+  }
+  outcome.found_valid = std::isfinite(outcome.best_seconds);
+  if (outcome.found_valid) {
+    outcome.best = graph::ToPlacement(graph, grouping, outcome.best_group_devices, devices);
+  }
+  outcome.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return outcome;
+}
+
+}  // namespace placer::search
