@@ -11,6 +11,7 @@
 
 #include "cli/inspect.h"
 #include "cli/model_factory.h"
+#include "cli/search_command.h"
 #include "config/config.h"
 #include "graph/placement.h"
 #include "runtime/device.h"
@@ -198,6 +199,10 @@ void RegisterCommands(CLI::App& app, Commands& c) {
   evaluate->add_option("-t,--trace", c.trace_path, "write a Chrome trace of the last timed step");
   evaluate->add_flag("--data-parallel", c.data_parallel,
                      "replicate the model on every device, split the minibatch, sum gradients");
+  CLI::App* search = AddConfigCommand(
+      app, c, "search", "learn a placement (REINFORCE on measured or simulated step times)",
+      RunSearchCommand);
+  search->add_flag("--resume", c.resume, "continue the search checkpointed in output.directory");
   CLI::App* train = AddConfigCommand(
       app, c, "train", "train on Fashion-MNIST under a placement, report test accuracy", Train);
   train->add_option("-p,--placement", c.placement_path, "placement YAML (op name -> device)");

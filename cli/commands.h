@@ -29,6 +29,7 @@ struct Commands {
   std::string trace_path;
   std::string device;
   bool data_parallel = false;
+  bool resume = false;
   int epochs = 10;
   int max_steps = 0;
 };

@@ -141,6 +141,15 @@ double ToNumber(const Value& value) {
   value.Fail("expected a number, got " + Describe(value.node));
 }
 
+bool ToBool(const Value& value) {
+  if (value.node.IsScalar()) {
+    const std::string& text = value.node.Scalar();
+    if (text == "true") return true;
+    if (text == "false") return false;
+  }
+  value.Fail("expected true or false, got " + Describe(value.node));
+}
+
 std::string ToString(const Value& value) {
   if (!value.node.IsScalar()) value.Fail("expected a string, got " + Describe(value.node));
   if (value.node.Scalar().empty()) value.Fail("must not be empty");
@@ -268,7 +277,9 @@ MeasurementConfig ReadMeasurement(const Value& value) {
 
 SearchConfig ReadSearch(const Value& value) {
   Mapping mapping(value, {"policy_steps", "samples_per_step", "max_evaluations", "max_wall_seconds",
-                          "seed", "checkpoint_every"});
+                          "seed", "checkpoint_every", "evaluator", "failing_step_seconds",
+                          "learning_rate", "entropy_weight", "baseline_decay", "hidden_size",
+                          "temperature", "tanh_clip", "cache"});
   SearchConfig search;
   ReadInteger(mapping, "policy_steps", 1, &search.policy_steps);
   ReadInteger(mapping, "samples_per_step", 1, &search.samples_per_step);
@@ -276,6 +287,33 @@ SearchConfig ReadSearch(const Value& value) {
   ReadPositive(mapping, "max_wall_seconds", &search.max_wall_seconds);
   ReadUnsigned(mapping, "seed", &search.seed);
   ReadInteger(mapping, "checkpoint_every", 1, &search.checkpoint_every);
+  if (const Value* evaluator = mapping.Find("evaluator")) {
+    search.evaluator = ToString(*evaluator);
+    if (search.evaluator != "measured" && search.evaluator != "simulated") {
+      evaluator->Fail(fmt::format("unknown evaluator {}; expected 'measured' or 'simulated'",
+                                  Quote(search.evaluator)));
+    }
+  }
+  ReadPositive(mapping, "failing_step_seconds", &search.failing_step_seconds);
+  ReadPositive(mapping, "learning_rate", &search.learning_rate);
+  if (const Value* weight = mapping.Find("entropy_weight")) {
+    search.entropy_weight = ToNumber(*weight);
+    if (search.entropy_weight < 0) weight->Fail("must be >= 0");
+  }
+  if (const Value* decay = mapping.Find("baseline_decay")) {
+    search.baseline_decay = ToNumber(*decay);
+    if (search.baseline_decay < 0 || search.baseline_decay >= 1) decay->Fail("must be in [0, 1)");
+  }
+  ReadInteger(mapping, "hidden_size", 2, &search.hidden_size);
+  if (search.hidden_size % 2 != 0) {
+    mapping.Find("hidden_size")->Fail("must be even (the bidirectional encoder splits it)");
+  }
+  ReadPositive(mapping, "temperature", &search.temperature);
+  if (const Value* clip = mapping.Find("tanh_clip")) {
+    search.tanh_clip = ToNumber(*clip);
+    if (search.tanh_clip < 0) clip->Fail("must be >= 0 (0 turns clipping off)");
+  }
+  if (const Value* cache = mapping.Find("cache")) search.cache = ToBool(*cache);
   return search;
 }
 

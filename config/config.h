@@ -71,6 +71,15 @@ struct SearchConfig {
   double max_wall_seconds = 600.0;   // search.max_wall_seconds
   uint64_t seed = 1;                 // search.seed
   int checkpoint_every = 10;         // search.checkpoint_every (policy steps)
+  std::string evaluator = "measured";  // search.evaluator: "measured" or "simulated"
+  double failing_step_seconds = 100;  // search.failing_step_seconds: invalid placements count so
+  double learning_rate = 0.005;      // search.learning_rate (Adam, policy)
+  double entropy_weight = 0.01;      // search.entropy_weight
+  double baseline_decay = 0.9;       // search.baseline_decay (EMA of rewards)
+  int hidden_size = 128;             // search.hidden_size (policy LSTMs)
+  double temperature = 1.0;          // search.temperature (softmax of the policy)
+  double tanh_clip = 0;              // search.tanh_clip: C in C*tanh(logits/C); 0 = off
+  bool cache = true;                 // search.cache: never evaluate a placement twice
 };
 
 struct OutputConfig {

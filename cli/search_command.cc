@@ -1,0 +1,161 @@
+#include "cli/search_command.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <atomic>
+#include <csignal>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "cli/model_factory.h"
+#include "graph/data_parallel.h"
+#include "graph/grouping.h"
+#include "placer/search.h"
+#include "runtime/device.h"
+#include "runtime/measured_evaluator.h"
+#include "runtime/sim/cost_model.h"
+#include "runtime/sim/simulated_evaluator.h"
+
+namespace placer::cli {
+namespace {
+
+std::atomic<bool> g_stop_requested{false};
+std::atomic<int> g_signal{0};
+
+// First SIGINT/SIGTERM: finish the current policy step, checkpoint, stop. A second one kills.
+void OnSignal(int signal) {
+  g_signal = signal;
+  g_stop_requested = true;
+  std::signal(signal, SIG_DFL);
+}
+
+std::unique_ptr<runtime::Evaluator> MakeEvaluator(const config::Config& config,
+                                                  const graph::Graph& graph,
+                                                  const runtime::DeviceSet& devices,
+                                                  const sim::CostModel& costs) {
+  if (config.search.evaluator == "simulated") {
+    return std::make_unique<sim::SimulatedEvaluator>(graph, devices, costs);
+  }
+  return std::make_unique<runtime::MeasuredEvaluator>(
+      graph, devices,
+      runtime::MeasurementOptions{.warmup_steps = config.measurement.warmup_steps,
+                                  .timed_steps = config.measurement.timed_steps,
+                                  .time_limit_seconds = config.measurement.time_limit_seconds,
+                                  .seed = config.model.init_seed});
+}
+
+struct Row {
+  std::string method;
+  runtime::EvaluationResult result;
+};
+
+std::string SummaryTable(const std::vector<Row>& rows, double reference_seconds) {
+  std::ostringstream out;
+  out << fmt::format("| {:<34} | {:>12} | {:>22} |\n", "placement", "step time", "speed-up vs best single");
+  out << fmt::format("|{:-<36}|{:->14}|{:->24}|\n", "", ":", ":");
+  for (const Row& row : rows) {
+    if (row.result.valid) {
+      out << fmt::format("| {:<34} | {:>9.3f} ms | {:>21.3f}x |\n", row.method,
+                         row.result.step_seconds * 1e3, reference_seconds / row.result.step_seconds);
+    } else {
+      out << fmt::format("| {:<34} | {:>12} | {:>22} |\n", row.method, "invalid",
+                         row.result.invalid_reason.substr(0, 22));
+    }
+  }
+  return out.str();
+}
+
+}  // namespace
+
+int RunSearchCommand(const Commands& c) {
+  config::Config config = config::LoadConfig(c.config_path);
+  graph::Graph graph = BuildModel(config);
+  runtime::DeviceSet devices = runtime::ResolveDevices(config);
+  const std::vector<std::string> names = runtime::DeviceNames(devices);
+  graph::Grouping grouping = graph::OpPerGroup(graph);
+  sim::RooflineCostModel costs;
+  std::unique_ptr<runtime::Evaluator> evaluator = MakeEvaluator(config, graph, devices, costs);
+
+  const config::SearchConfig& s = config.search;
+  search::SearchOptions options;
+  options.policy_steps = s.policy_steps;
+  options.max_evaluations = s.max_evaluations;
+  options.max_wall_seconds = s.max_wall_seconds;
+  options.seed = s.seed;
+  options.checkpoint_every = s.checkpoint_every;
+  options.failing_step_seconds = s.failing_step_seconds;
+  options.cache = s.cache;
+  options.policy.hidden_size = s.hidden_size;
+  options.policy.temperature = s.temperature;
+  options.policy.tanh_clip = s.tanh_clip;
+  options.reinforce.learning_rate = s.learning_rate;
+  options.reinforce.entropy_weight = s.entropy_weight;
+  options.reinforce.baseline_decay = s.baseline_decay;
+  options.reinforce.samples_per_step = s.samples_per_step;
+  options.run_dir = config.output.directory;
+  options.resume = c.resume;
+  options.model_name = config.model.builtin;
+  options.progress = true;
+  options.stop_requested = &g_stop_requested;
+
+  std::cout << fmt::format(
+      "placer search: {} ({} groups), devices {}, {} evaluator; budget {} policy steps x {} "
+      "samples, {} evaluations, {:.0f} s; outputs in {}{}\n",
+      config.model.builtin, grouping.num_groups(), fmt::join(names, ", "), evaluator->name(),
+      s.policy_steps, s.samples_per_step, s.max_evaluations, s.max_wall_seconds,
+      config.output.directory.string(), c.resume ? " (resuming)" : "");
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  search::SearchOutcome outcome;
+  try {
+    outcome = search::RunSearch(graph, grouping, *evaluator, names, options);
+  } catch (const std::runtime_error& error) {
+    throw InputError(error.what());  // an unusable run directory or checkpoint
+  }
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  if (outcome.interrupted) {
+    std::cout << fmt::format("interrupted after step {} ({} evaluations); checkpoint written. "
+                             "Continue with: placer search --config {} --resume\n",
+                             outcome.steps, outcome.evaluations, c.config_path);
+    return 128 + g_signal.load();
+  }
+  std::cout << fmt::format("search done: {} policy steps, {} evaluations, {:.1f} s\n",
+                           outcome.steps, outcome.evaluations, outcome.wall_seconds);
+
+  // The comparison, every row evaluated now by the same kind of evaluator.
+  std::vector<Row> rows;
+  if (outcome.found_valid) rows.push_back({"learned (best found)", evaluator->Evaluate(outcome.best)});
+  double best_single = std::numeric_limits<double>::infinity();
+  for (size_t d = 0; d < names.size(); ++d) {
+    runtime::EvaluationResult r =
+        evaluator->Evaluate(graph::Placement::AllOn(graph, names, static_cast<int>(d)));
+    if (r.valid) best_single = std::min(best_single, r.step_seconds);
+    rows.push_back({"single device " + names[d], std::move(r)});
+  }
+  if (names.size() > 1) {
+    graph::DataParallelGraph dp = graph::BuildDataParallel(
+        ForwardBuilderFor(config), config.model.batch_size, names,
+        std::vector<double>(names.size(), 1.0), config.model.learning_rate);
+    std::unique_ptr<runtime::Evaluator> dp_evaluator = MakeEvaluator(config, dp.graph, devices, costs);
+    rows.push_back({fmt::format("data parallel ({})", fmt::join(dp.shard_sizes, "/")),
+                    dp_evaluator->Evaluate(dp.placement)});
+  }
+  std::string table = SummaryTable(rows, best_single);
+  std::cout << '\n' << table;
+  std::string summary = fmt::format(
+      "# placer search: {}\n\nDevices: {}. Evaluator: {}. {} policy steps, {} evaluations, "
+      "{:.1f} s of search.\nEvery row below was evaluated again at the end of the run, by the "
+      "same evaluator.\n\n{}\nBest placement: best_placement.yaml (also .pb, .pbtxt). Log: "
+      "search.csv. Curves: TensorBoard (events.out.tfevents.*).\n",
+      config.model.builtin, fmt::join(names, ", "), evaluator->name(), outcome.steps,
+      outcome.evaluations, outcome.wall_seconds, table);
+  graph::WriteFileAtomically(config.output.directory / "summary.md", summary);
+  std::cout << "\nwritten: " << (config.output.directory / "summary.md").string() << ", "
+            << (config.output.directory / "best_placement.yaml").string() << '\n';
+  return kExitOk;
+}
+
+}  // namespace placer::cli

@@ -1,0 +1,10 @@
+// `placer search`: the learned placement search on a config, with its final comparison.
+#pragma once
+
+#include "cli/commands.h"
+
+namespace placer::cli {
+
+int RunSearchCommand(const Commands& commands);
+
+}  // namespace placer::cli
