@@ -32,9 +32,17 @@ class PolicyImpl : public torch::nn::Module {
  public:
   PolicyImpl(int num_op_types, int feature_dim, int num_devices, PolicyOptions options);
 
-  // Draws `k` placements. With `greedy`, takes the most likely device at each step instead.
-  PolicySamples Sample(const at::Tensor& type_ids, const at::Tensor& features, int k,
-                       at::Generator& generator, bool greedy = false);
+  // Draws `k` placements ([K, G] int64), without recording gradients. With `greedy`, takes the
+  // most likely device at each step instead.
+  at::Tensor Sample(const at::Tensor& type_ids, const at::Tensor& features, int k,
+                    at::Generator& generator, bool greedy = false);
+
+  // Log-probabilities and entropies of given placements, differentiable. The decoder's inputs
+  // (the previous group's device and the current group's encoding) are known once the devices
+  // are, so every step is computed at once: one fused LSTM pass and batched attention instead
+  // of G sequential steps, which is what makes an update cheap.
+  PolicySamples Score(const at::Tensor& type_ids, const at::Tensor& features,
+                      const at::Tensor& devices);
 
   int num_devices() const { return num_devices_; }
 
@@ -44,9 +52,12 @@ class PolicyImpl : public torch::nn::Module {
   torch::nn::Embedding type_embedding_{nullptr};
   torch::nn::Linear feature_projection_{nullptr};
   torch::nn::LSTM encoder_{nullptr};
+  std::pair<at::Tensor, at::Tensor> Encode(const at::Tensor& type_ids, const at::Tensor& features);
+  at::Tensor Logits(const at::Tensor& states, const at::Tensor& encoded, const at::Tensor& keys);
+
   torch::nn::Embedding device_embedding_{nullptr};  // index num_devices = "no previous group"
-  torch::nn::LSTMCell decoder_{nullptr};
-  torch::nn::Linear attend_encoder_{nullptr}, attend_decoder_{nullptr}, attention_score_{nullptr};
+  torch::nn::LSTM decoder_{nullptr};  // run step by step (sampling) or fused (scoring)
+  torch::nn::Linear attend_encoder_{nullptr}, attend_decoder_{nullptr};
   torch::nn::Linear output_{nullptr};
 };
 TORCH_MODULE(Policy);

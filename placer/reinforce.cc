@@ -33,8 +33,9 @@ Reinforce::Reinforce(const graph::GroupFeatures& features, int num_devices,
 }
 
 std::vector<std::vector<int>> Reinforce::Sample() {
-  pending_ = policy_->Sample(type_ids_, features_, options_.samples_per_step, generator_);
-  at::Tensor devices = pending_.devices.contiguous();
+  at::Tensor devices =
+      policy_->Sample(type_ids_, features_, options_.samples_per_step, generator_).contiguous();
+  pending_devices_ = devices;
   std::vector<std::vector<int>> placements(static_cast<size_t>(devices.size(0)));
   const int64_t* data = devices.data_ptr<int64_t>();
   for (int64_t k = 0; k < devices.size(0); ++k) {
@@ -45,17 +46,17 @@ std::vector<std::vector<int>> Reinforce::Sample() {
 }
 
 std::vector<int> Reinforce::Greedy() {
-  at::NoGradGuard no_grad;
-  PolicySamples s = policy_->Sample(type_ids_, features_, 1, generator_, /*greedy=*/true);
-  at::Tensor devices = s.devices.contiguous();
+  at::Tensor devices =
+      policy_->Sample(type_ids_, features_, 1, generator_, /*greedy=*/true).contiguous();
   return {devices.data_ptr<int64_t>(), devices.data_ptr<int64_t>() + devices.size(1)};
 }
 
 UpdateStats Reinforce::Update(const std::vector<double>& rewards) {
-  if (!pending_.log_prob.defined() ||
-      static_cast<int64_t>(rewards.size()) != pending_.log_prob.size(0)) {
+  if (!pending_devices_.defined() ||
+      static_cast<int64_t>(rewards.size()) != pending_devices_.size(0)) {
     throw std::logic_error("Update() needs one reward per sample of the preceding Sample()");
   }
+  PolicySamples pending = policy_->Score(type_ids_, features_, pending_devices_);
   double mean = 0;
   for (double r : rewards) mean += r / static_cast<double>(rewards.size());
   // The first step has no history; starting the baseline at its mean avoids a large first push.
@@ -79,16 +80,16 @@ UpdateStats Reinforce::Update(const std::vector<double>& rewards) {
     }
   }
   at::Tensor advantage = at::tensor(advantages, at::kDouble).to(at::kFloat);
-  const double groups = static_cast<double>(pending_.devices.size(1));
-  at::Tensor loss = -(advantage * pending_.log_prob).mean() -
-                    options_.entropy_weight * pending_.entropy.mean() / groups;
+  const double groups = static_cast<double>(pending_devices_.size(1));
+  at::Tensor loss = -(advantage * pending.log_prob).mean() -
+                    options_.entropy_weight * pending.entropy.mean() / groups;
   optimizer_->zero_grad();
   loss.backward();
   torch::nn::utils::clip_grad_norm_(policy_->parameters(), options_.max_grad_norm);
   optimizer_->step();
   baseline_ = options_.baseline_decay * baseline_ + (1 - options_.baseline_decay) * mean;
-  UpdateStats stats{loss.item<double>(), pending_.entropy.mean().item<double>() / groups, baseline_};
-  pending_ = {};
+  UpdateStats stats{loss.item<double>(), pending.entropy.mean().item<double>() / groups, baseline_};
+  pending_devices_ = at::Tensor();
   return stats;
 }
 

@@ -52,7 +52,7 @@ class Reinforce {
   std::unique_ptr<torch::optim::Adam> optimizer_;
   at::Tensor type_ids_, features_;
   at::Generator generator_;
-  PolicySamples pending_;
+  at::Tensor pending_devices_;  // the last Sample(), scored with gradients by Update()
   double baseline_ = 0;
   double advantage_scale_ = 0;  // running root-mean-square of (reward - baseline)
   bool baseline_initialised_ = false;
