@@ -100,7 +100,7 @@ graph::DataParallelGraph DataParallelFor(const config::Config& config,
 
 int Evaluate(const Commands& c) {
   config::Config config = config::LoadConfig(c.config_path);
-  graph::Graph single = BuildModel(config);
+  graph::Graph model = BuildModel(config);
   runtime::DeviceSet devices = runtime::ResolveDevices(config);
   std::string description;
   std::optional<graph::DataParallelGraph> dp;
@@ -113,9 +113,9 @@ int Evaluate(const Commands& c) {
     placement = dp->placement;
     description = fmt::format("data parallel, shards of {}", fmt::join(dp->shard_sizes, "/"));
   } else {
-    placement = ChoosePlacement(c, single, devices, description);
+    placement = ChoosePlacement(c, model, devices, description);
   }
-  const graph::Graph& graph = dp ? dp->graph : single;
+  const graph::Graph& graph = dp ? dp->graph : model;
   runtime::MeasurementOptions options = MeasurementFrom(config);
   options.record_trace = !c.trace_path.empty();
   runtime::MeasuredEvaluator evaluator(graph, devices, options);
@@ -138,7 +138,7 @@ int Evaluate(const Commands& c) {
 
 int Train(const Commands& c) {
   config::Config config = config::LoadConfig(c.config_path);
-  graph::Graph single = BuildModel(config);
+  graph::Graph single = BuildSingleModel(config);
   graph::Graph eval_graph = ForwardBuilderFor(config)(config.model.batch_size, 0);
   runtime::DeviceSet devices = runtime::ResolveDevices(config);
   if (c.epochs < 1) throw InputError("--epochs must be at least 1");
@@ -149,6 +149,10 @@ int Train(const Commands& c) {
     dp = DataParallelFor(config, devices);
     setup = runtime::DataParallelSetup(*dp);
     description = fmt::format("data parallel, shards of {}", fmt::join(dp->shard_sizes, "/"));
+  } else if (config.model.replicas > 1) {
+    dp = BuildReplicated(config, config.model.replicas);
+    setup = runtime::DataParallelSetup(*dp);
+    setup.placement = ChoosePlacement(c, dp->graph, devices, description);
   } else {
     setup = runtime::SingleModelSetup(single, ChoosePlacement(c, single, devices, description));
   }

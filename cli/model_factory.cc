@@ -1,5 +1,7 @@
 #include "cli/model_factory.h"
 
+#include <fmt/format.h>
+
 #include "graph/models.h"
 
 namespace placer::cli {
@@ -28,8 +30,21 @@ graph::Graph Build(const config::Config& config, int64_t batch, int64_t normaliz
 
 }  // namespace
 
-graph::Graph BuildModel(const config::Config& config) {
+graph::Graph BuildSingleModel(const config::Config& config) {
   return Build(config, config.model.batch_size, 0, true);
+}
+
+graph::DataParallelGraph BuildReplicated(const config::Config& config, int replicas) {
+  std::vector<std::string> replica_names;
+  for (int r = 0; r < replicas; ++r) replica_names.push_back(fmt::format("r{}", r));
+  return graph::BuildDataParallel(ForwardBuilderFor(config), config.model.batch_size,
+                                  replica_names, std::vector<double>(static_cast<size_t>(replicas), 1.0),
+                                  config.model.learning_rate);
+}
+
+graph::Graph BuildModel(const config::Config& config) {
+  if (config.model.replicas > 1) return BuildReplicated(config, config.model.replicas).graph;
+  return BuildSingleModel(config);
 }
 
 graph::ForwardBuilder ForwardBuilderFor(const config::Config& config) {

@@ -99,11 +99,28 @@ int RunSearchCommand(const Commands& c) {
   options.model_name = config.model.builtin;
   options.progress = true;
   options.stop_requested = &g_stop_requested;
+  // Start from the best of the obvious placements: every op on one device, and (with replicas)
+  // replica r on device r mod D, which is data parallelism.
+  for (size_t d = 0; d < names.size(); ++d) {
+    options.warm_start.push_back(std::vector<int>(static_cast<size_t>(grouping.num_groups()),
+                                                  static_cast<int>(d)));
+  }
+  if (config.model.replicas > 1) {
+    std::vector<int> by_replica;
+    for (const auto& members : grouping.members) {
+      const std::string& name = graph.op(members.front()).name;  // "r<replica>/<op>"
+      by_replica.push_back(std::stoi(name.substr(1, name.find('/') - 1)) %
+                           static_cast<int>(names.size()));
+    }
+    options.warm_start.push_back(std::move(by_replica));
+  }
 
   std::cout << fmt::format(
-      "placer search: {} ({} groups), devices {}, {} evaluator; budget {} policy steps x {} "
+      "placer search: {}{} ({} groups), devices {}, {} evaluator; budget {} policy steps x {} "
       "samples, {} evaluations, {:.0f} s; outputs in {}{}\n",
-      config.model.builtin, grouping.num_groups(), fmt::join(names, ", "), evaluator->name(),
+      config.model.builtin,
+      config.model.replicas > 1 ? fmt::format(" x {} replicas", config.model.replicas) : "",
+      grouping.num_groups(), fmt::join(names, ", "), evaluator->name(),
       s.policy_steps, s.samples_per_step, s.max_evaluations, s.max_wall_seconds,
       config.output.directory.string(), c.resume ? " (resuming)" : "");
   std::signal(SIGINT, OnSignal);
@@ -128,10 +145,15 @@ int RunSearchCommand(const Commands& c) {
   // The comparison, every row evaluated now by the same kind of evaluator.
   std::vector<Row> rows;
   if (outcome.found_valid) rows.push_back({"learned (best found)", evaluator->Evaluate(outcome.best)});
+  // Baselines on the plain model: one replica on the whole batch.
+  graph::Graph single = BuildSingleModel(config);
+  std::unique_ptr<runtime::Evaluator> single_evaluator =
+      config.model.replicas > 1 ? MakeEvaluator(config, single, devices, costs) : nullptr;
+  runtime::Evaluator& baseline = single_evaluator ? *single_evaluator : *evaluator;
   double best_single = std::numeric_limits<double>::infinity();
   for (size_t d = 0; d < names.size(); ++d) {
     runtime::EvaluationResult r =
-        evaluator->Evaluate(graph::Placement::AllOn(graph, names, static_cast<int>(d)));
+        baseline.Evaluate(graph::Placement::AllOn(single, names, static_cast<int>(d)));
     if (r.valid) best_single = std::min(best_single, r.step_seconds);
     rows.push_back({"single device " + names[d], std::move(r)});
   }

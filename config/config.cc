@@ -181,7 +181,8 @@ void ReadPositive(const Mapping& mapping, std::string_view key, double* out) {
 }
 
 ModelConfig ReadModel(const Value& value) {
-  Mapping mapping(value, {"builtin", "batch_size", "learning_rate", "init_seed", "lenet"});
+  Mapping mapping(value,
+                  {"builtin", "batch_size", "learning_rate", "init_seed", "replicas", "lenet"});
   ModelConfig model;
   const Value& builtin = mapping.Require("builtin");
   model.builtin = ToString(builtin);
@@ -193,6 +194,11 @@ ModelConfig ReadModel(const Value& value) {
   ReadInteger(mapping, "batch_size", 1, &model.batch_size);
   ReadPositive(mapping, "learning_rate", &model.learning_rate);
   ReadUnsigned(mapping, "init_seed", &model.init_seed);
+  ReadInteger(mapping, "replicas", 1, &model.replicas);
+  if (model.replicas > model.batch_size) {
+    mapping.Find("replicas")->Fail(fmt::format("{} replicas cannot share a batch of {}",
+                                               model.replicas, model.batch_size));
+  }
   if (const Value* lenet_value = mapping.Find("lenet")) {
     Mapping lenet(*lenet_value,
                   {"image_size", "conv1_channels", "conv2_channels", "hidden", "classes"});

@@ -32,6 +32,10 @@ struct ModelConfig {
   int64_t batch_size = 256;       // model.batch_size
   double learning_rate = 0.2;     // model.learning_rate (SGD)
   uint64_t init_seed = 0;         // model.init_seed: seed of the weight initialisation
+  // model.replicas: R > 1 places R replicas of the model, each on 1/R of the minibatch, with
+  // gradients summed across replicas, so that data parallelism and hybrids of data and model
+  // parallelism are placements like any other.
+  int replicas = 1;
   // model.lenet: sizes of the d2l LeNet (defaults are the chapter's).
   struct LeNet {
     int64_t image_size = 28;

@@ -51,6 +51,22 @@ std::vector<int> Reinforce::Greedy() {
   return {devices.data_ptr<int64_t>(), devices.data_ptr<int64_t>() + devices.size(1)};
 }
 
+int Reinforce::Imitate(const std::vector<int>& placement, double per_group_probability,
+                       int max_steps) {
+  at::Tensor devices =
+      at::tensor(std::vector<int64_t>(placement.begin(), placement.end()), at::kLong).unsqueeze(0);
+  const double target = std::log(per_group_probability) * static_cast<double>(placement.size());
+  for (int step = 0; step < max_steps; ++step) {
+    at::Tensor log_prob = policy_->Score(type_ids_, features_, devices).log_prob.sum();
+    if (log_prob.item<double>() >= target) return step;
+    optimizer_->zero_grad();
+    (-log_prob / static_cast<double>(placement.size())).backward();
+    torch::nn::utils::clip_grad_norm_(policy_->parameters(), options_.max_grad_norm);
+    optimizer_->step();
+  }
+  return max_steps;
+}
+
 UpdateStats Reinforce::Update(const std::vector<double>& rewards) {
   if (!pending_devices_.defined() ||
       static_cast<int64_t>(rewards.size()) != pending_devices_.size(0)) {

@@ -201,6 +201,52 @@ SearchOutcome RunSearch(const graph::Graph& graph, const graph::Grouping& groupi
     SaveCheckpoint(checkpoint, learner, snapshot);
   };
 
+  auto evaluate = [&](const std::vector<int>& sample, bool& was_cached) {
+    const std::string key = KeyOf(sample);
+    auto hit = o.cache ? state.cache.find(key) : state.cache.end();
+    Verdict v;
+    if (hit != state.cache.end()) {
+      v = hit->second;
+      was_cached = true;
+    } else {
+      v = Judge(evaluator, graph::ToPlacement(graph, grouping, sample, devices));
+      ++state.evaluations;
+      state.cache[key] = v;
+      was_cached = false;
+    }
+    if (v.valid && v.seconds < state.best_seconds) {
+      state.best_seconds = v.seconds;
+      state.best = sample;
+      if (writes) {
+        WriteBest(o.run_dir, graph, graph::ToPlacement(graph, grouping, sample, devices),
+                  o.model_name, v.seconds, evaluator.name());
+      }
+    }
+    return v;
+  };
+
+  if (!o.resume && state.step == 0 && !o.warm_start.empty()) {
+    const std::vector<int>* best_known = nullptr;
+    double best_known_seconds = kInfinity;
+    for (size_t k = 0; k < o.warm_start.size(); ++k) {
+      bool was_cached = false;
+      Verdict v = evaluate(o.warm_start[k], was_cached);
+      if (v.valid && v.seconds < best_known_seconds) {
+        best_known_seconds = v.seconds;
+        best_known = &o.warm_start[k];
+      }
+      if (writes) {
+        csv << fmt::format("-1,{},{:.6f},{},{:.6f},0,0,{},\"warm start{}{}\"\n", k,
+                           v.valid ? v.seconds : 0.0, v.valid ? 1 : 0,
+                           RewardOf(v.valid ? v.seconds : o.failing_step_seconds),
+                           was_cached ? 1 : 0, v.valid ? "" : ": ", v.reason);
+      }
+    }
+    if (best_known != nullptr) {
+      learner.Imitate(*best_known, o.warm_start_probability, o.warm_start_max_steps);
+    }
+  }
+
   SearchOutcome outcome;
   while (state.step < o.policy_steps && state.evaluations < o.max_evaluations &&
          elapsed() < o.max_wall_seconds) {
@@ -210,29 +256,12 @@ SearchOutcome RunSearch(const graph::Graph& graph, const graph::Grouping& groupi
     std::vector<bool> cached;
     double mean_seconds = 0;
     for (const std::vector<int>& sample : samples) {
-      const std::string key = KeyOf(sample);
-      auto hit = o.cache ? state.cache.find(key) : state.cache.end();
-      Verdict v;
-      if (hit != state.cache.end()) {
-        v = hit->second;
-        cached.push_back(true);
-      } else {
-        v = Judge(evaluator, graph::ToPlacement(graph, grouping, sample, devices));
-        ++state.evaluations;
-        state.cache[key] = v;
-        cached.push_back(false);
-      }
+      bool was_cached = false;
+      Verdict v = evaluate(sample, was_cached);
+      cached.push_back(was_cached);
       double seconds = v.valid ? v.seconds : o.failing_step_seconds;
       rewards.push_back(RewardOf(seconds));
       mean_seconds += seconds / static_cast<double>(samples.size());
-      if (v.valid && v.seconds < state.best_seconds) {
-        state.best_seconds = v.seconds;
-        state.best = sample;
-        if (writes) {
-          WriteBest(o.run_dir, graph, graph::ToPlacement(graph, grouping, sample, devices),
-                    o.model_name, v.seconds, evaluator.name());
-        }
-      }
       verdicts.push_back(std::move(v));
     }
     const double baseline_before = learner.baseline();

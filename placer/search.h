@@ -25,6 +25,12 @@ struct SearchOptions {
   bool cache = true;                // never evaluate the same placement twice
   PolicyOptions policy;
   ReinforceOptions reinforce;
+  // Known placements (device per group), e.g. single device and data parallel. A fresh search
+  // evaluates them first (logged as step -1) and warms the policy up on the best valid one, so
+  // that it starts from the best known placement and improves on it.
+  std::vector<std::vector<int>> warm_start;
+  double warm_start_probability = 0.8;  // per group, after the warm-up
+  int warm_start_max_steps = 200;
   std::filesystem::path run_dir;    // outputs and checkpoint; empty: write nothing
   bool resume = false;              // continue from run_dir/checkpoint.pt
   std::string model_name;

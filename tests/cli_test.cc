@@ -45,12 +45,45 @@ TEST(CliTest, HelpListsTheSubcommands) {
 }
 
 TEST(CliTest, InspectPrintsTheLeNetTable) {
-  Result r = RunPlacer("inspect --config " + DefaultConfig());
+  std::string path = WriteTemp("lenet.yaml", "model:\n  builtin: lenet\n");
+  Result r = RunPlacer("inspect --config " + path);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("[256x20x26x26]"));
   EXPECT_THAT(r.output, HasSubstr("parameters: 129068 in 8 tensors"));
   EXPECT_THAT(r.output, HasSubstr("conv2.backward"));
   EXPECT_THAT(r.output, HasSubstr("fc1.weight.update"));
+}
+
+TEST(CliTest, InspectShowsTheReplicasOfTheDefaultConfig) {
+  Result r = RunPlacer("inspect --config " + DefaultConfig());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  // Two replicas on shards of 128: each replica's update reads both replicas' gradients.
+  EXPECT_THAT(r.output, HasSubstr("[128x20x26x26]"));
+  EXPECT_THAT(r.output, HasSubstr("parameters: 258136 in 16 tensors"));
+  EXPECT_THAT(r.output, HasSubstr("r1/conv2.backward"));
+}
+
+TEST(CliTest, SimulatedSearchWritesItsOutputsAndRefusesToOverwriteThem) {
+  auto dir = std::filesystem::temp_directory_path() / "placer_cli_test_search";
+  std::filesystem::remove_all(dir);
+  std::string path = WriteTemp(
+      "search.yaml", "model:\n  builtin: lenet\n  replicas: 2\ndevices: [cpu:0, cpu:1]\n"
+                     "search:\n  evaluator: simulated\n  policy_steps: 6\n  checkpoint_every: 2\n"
+                     "output:\n  directory: " + dir.string() + "\n");
+  Result r = RunPlacer("search --config " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("learned (best found)"), HasSubstr("data parallel")));
+  for (const char* file : {"best_placement.yaml", "best_placement.pb", "best_placement.pbtxt",
+                           "search.csv", "summary.md", "checkpoint.pt"}) {
+    EXPECT_TRUE(std::filesystem::exists(dir / file)) << file;
+  }
+  // The exported placement evaluates through the real runtime.
+  Result evaluated = RunPlacer("evaluate --config " + path + " --placement " +
+                               (dir / "best_placement.yaml").string());
+  EXPECT_EQ(evaluated.exit_code, 0) << evaluated.output;
+  EXPECT_THAT(evaluated.output, HasSubstr("step time"));
+  // A second fresh search into the same directory is refused (exit 2) instead of overwriting.
+  EXPECT_EQ(RunPlacer("search --config " + path).exit_code, 2);
 }
 
 TEST(CliTest, ValidateAcceptsTheDefaultConfig) {

@@ -1,0 +1,34 @@
+// The algorithmic baselines in one place: a single device, and every algorithm by name.
+//
+//   m-topo  Baechi's m-TOPO, uniform variant (m_topo.h)
+//   m-etf   Baechi's m-ETF (list_scheduling.h)
+//   m-sct   Baechi's m-SCT, LP by GLPK (m_sct.h)
+//   heft    HEFT, insertion-based (list_scheduling.h)
+//   metis   METIS k-way partitioning (partitioners.h)
+//   scotch  Scotch static mapping (partitioners.h)
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "placer/baselines/list_scheduling.h"
+#include "placer/baselines/m_sct.h"
+#include "placer/baselines/m_topo.h"
+#include "placer/baselines/partitioners.h"
+#include "placer/baselines/problem.h"
+
+namespace placer::baselines {
+
+// Every group on device `device` (an index into problem.devices). Ignores memory: an over-capacity
+// placement is reported in memory_warning. Throws std::invalid_argument for an index out of range.
+BaselineResult SingleDevice(const PlacementProblem& problem, int device);
+
+// The names above, in that order.
+const std::vector<std::string>& BaselineNames();
+
+// Runs the algorithm `name` with its default options. Throws std::invalid_argument listing the
+// names for an unknown one.
+BaselineResult RunBaseline(std::string_view name, const PlacementProblem& problem);
+
+}  // namespace placer::baselines

@@ -1,0 +1,599 @@
+// The algorithmic baselines on graphs whose best placement or schedule is known by hand, under a
+// cost model with fixed op and link times; then every algorithm on LeNet's and a parallel MLP's
+// training steps, checked by the simulator.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "graph/grouping.h"
+#include "graph/ir.h"
+#include "graph/models.h"
+#include "graph/ops.h"
+#include "graph/placement.h"
+#include "placer/baselines/baselines.h"
+#include "placer/baselines/task_graph.h"
+#include "runtime/sim/cost_model.h"
+#include "runtime/sim/simulator.h"
+
+namespace placer::baselines {
+namespace {
+
+using graph::Graph;
+using graph::Grouping;
+using graph::ModelBuilder;
+using graph::OpId;
+using graph::TensorId;
+using runtime::Device;
+using runtime::DeviceSet;
+using runtime::DeviceType;
+using ::testing::AllOf;
+using ::testing::DoubleNear;
+using ::testing::Each;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Optional;
+using ::testing::ThrowsMessage;
+
+Device Cpu(int index, int64_t capacity = 0) {
+  return {.name = "cpu:" + std::to_string(index),
+          .type = DeviceType::kCpu,
+          .index = index,
+          .memory_capacity = capacity};
+}
+Device Cuda(int index) {
+  return {.name = "cuda:" + std::to_string(index), .type = DeviceType::kCuda, .index = index};
+}
+DeviceSet Cpus(int count, int64_t capacity = 0) {
+  DeviceSet devices;
+  for (int i = 0; i < count; ++i) devices.push_back(Cpu(i, capacity));
+  return devices;
+}
+
+// Fixed op times by op name (others take `default_seconds`), multiplied by a per-device slowdown
+// (1 unless given); one link for every pair of devices; the minibatch loads for free everywhere.
+class FixedCostModel : public sim::CostModel {
+ public:
+  FixedCostModel(std::map<std::string, double> op_seconds, sim::LinkSpec link,
+                 double default_seconds = 1, std::map<std::string, double> slowdown = {})
+      : op_seconds_(std::move(op_seconds)),
+        link_(link),
+        default_seconds_(default_seconds),
+        slowdown_(std::move(slowdown)) {}
+
+  double OpSeconds(const Graph& graph, OpId op, const Device& device) const override {
+    auto it = op_seconds_.find(graph.op(op).name);
+    const double seconds = it == op_seconds_.end() ? default_seconds_ : it->second;
+    auto slow = slowdown_.find(device.name);
+    return seconds * (slow == slowdown_.end() ? 1.0 : slow->second);
+  }
+  double TransferSeconds(int64_t bytes, const Device* from, const Device&) const override {
+    return from == nullptr ? 0 : link_.Seconds(bytes);
+  }
+
+ private:
+  std::map<std::string, double> op_seconds_;
+  sim::LinkSpec link_;
+  double default_seconds_;
+  std::map<std::string, double> slowdown_;
+};
+
+// Every tensor of the hand-made graphs below is 4 floats, 16 bytes, unless said otherwise; these
+// links move one in a tenth of a second, or in 100 seconds.
+constexpr sim::LinkSpec kCheapLink{.latency_seconds = 0.1};
+constexpr sim::LinkSpec kExpensiveLink{.latency_seconds = 100};
+
+// Owns what a PlacementProblem points to.
+struct TestProblem {
+  TestProblem(Graph g, DeviceSet d, std::unique_ptr<sim::CostModel> c)
+      : graph(std::move(g)),
+        grouping(graph::OpPerGroup(graph)),
+        devices(std::move(d)),
+        costs(std::move(c)) {}
+  PlacementProblem problem() const { return {&graph, &grouping, devices, costs.get()}; }
+
+  // The device of the group holding forward op `name`.
+  int DeviceOf(const BaselineResult& result, const std::string& name) const {
+    return result.placement.device_of_op.at(static_cast<size_t>(*graph.FindOp(name)));
+  }
+  std::vector<int> DevicesOf(const BaselineResult& result,
+                             const std::vector<std::string>& names) const {
+    std::vector<int> devices_of;
+    for (const std::string& name : names) devices_of.push_back(DeviceOf(result, name));
+    return devices_of;
+  }
+
+  Graph graph;
+  Grouping grouping;
+  DeviceSet devices;
+  std::unique_ptr<sim::CostModel> costs;
+};
+
+TestProblem MakeProblem(Graph graph, DeviceSet devices, std::map<std::string, double> op_seconds,
+                        sim::LinkSpec link, std::map<std::string, double> slowdown = {}) {
+  return TestProblem(std::move(graph), std::move(devices),
+                     std::make_unique<FixedCostModel>(std::move(op_seconds), link, 1.0,
+                                                      std::move(slowdown)));
+}
+
+int DevicesUsed(const BaselineResult& result) {
+  return static_cast<int>(
+      std::set<int>(result.group_devices.begin(), result.group_devices.end()).size());
+}
+
+// x (minibatch) -> a -> b -> c -> d, each a Relu.
+Graph Chain() {
+  Graph g;
+  ModelBuilder b(g);
+  b.Relu("d", b.Relu("c", b.Relu("b", b.Relu("a", b.Input("x", {4})))));
+  return g;
+}
+
+// x -> a -> {b, c} -> d = b + c.
+Graph ForkJoin() {
+  Graph g;
+  ModelBuilder b(g);
+  TensorId a = b.Relu("a", b.Input("x", {4}));
+  TensorId left = b.Relu("b", a);
+  TensorId right = b.Relu("c", a);
+  b.Apply("d", graph::op_types::kAdd, {left, right});
+  return g;
+}
+
+// x -> a -> {light, heavy}: two sinks, `light` first in the graph's order.
+Graph Fork() {
+  Graph g;
+  ModelBuilder b(g);
+  TensorId a = b.Relu("a", b.Input("x", {4}));
+  b.Relu("light", a);
+  b.Relu("heavy", a);
+  return g;
+}
+
+// Two chains of three ops joined by one 4-byte tensor; inside each, 1 KiB tensors:
+// x -> a1 -> a2 -> a3 (Linear to 1 feature) -> b1 (Linear to 256) -> b2 -> b3.
+Graph TwoClusters() {
+  Graph g;
+  ModelBuilder b(g);
+  TensorId a = b.Relu("a2", b.Relu("a1", b.Input("x", {1, 256})));
+  TensorId bridge = b.Linear("a3", a, 1, 0.1);
+  b.Relu("b3", b.Relu("b2", b.Linear("b1", bridge, 256, 0.1)));
+  return g;
+}
+
+// `width` independent Relus of the minibatch.
+Graph Wide(int width) {
+  Graph g;
+  ModelBuilder b(g);
+  TensorId x = b.Input("x", {4});
+  for (int i = 0; i < width; ++i) b.Relu("r" + std::to_string(i), x);
+  return g;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The task graph.
+
+TEST(TaskGraphTest, AGroupCostsItsForwardBackwardAndUpdateOps) {
+  Graph lenet = graph::BuildLeNet({.batch_size = 8});
+  const Grouping grouping = graph::OpPerGroup(lenet);
+  sim::RooflineCostModel costs;
+  const DeviceSet devices = Cpus(2);
+  const TaskGraph tasks({&lenet, &grouping, devices, &costs});
+  ASSERT_EQ(tasks.num_tasks(), grouping.num_groups());
+  double task_seconds = 0, op_seconds = 0;
+  for (int task = 0; task < tasks.num_tasks(); ++task) task_seconds += tasks.ComputeSeconds(task, 1);
+  for (OpId op = 0; op < lenet.num_ops(); ++op) {
+    op_seconds += costs.OpSeconds(lenet, op, devices[1]);
+  }
+  // CPU workers read the minibatch in place, so loads add nothing here.
+  EXPECT_NEAR(task_seconds, op_seconds, 1e-12);
+
+  // Memory: every parameter and every value written, once.
+  int64_t task_bytes = 0, graph_bytes = 0;
+  for (int task = 0; task < tasks.num_tasks(); ++task) task_bytes += tasks.memory_bytes(task);
+  for (const graph::Tensor& tensor : lenet.tensors()) {
+    if (tensor.kind != graph::TensorKind::kInput && tensor.kind != graph::TensorKind::kLabel) {
+      graph_bytes += tensor.bytes();
+    }
+  }
+  EXPECT_EQ(task_bytes, graph_bytes);
+}
+
+TEST(TaskGraphTest, AnEdgeCarriesTheForwardTensorAndItsGradientBack) {
+  Graph lenet = graph::BuildLeNet({.batch_size = 8});
+  const Grouping grouping = graph::OpPerGroup(lenet);
+  sim::RooflineCostModel costs;
+  const DeviceSet devices = Cpus(2);
+  const TaskGraph tasks({&lenet, &grouping, devices, &costs});
+  const int conv1 = tasks.task_of_group(grouping.group_of_op[*lenet.FindOp("conv1")]);
+  const int relu1 = tasks.task_of_group(grouping.group_of_op[*lenet.FindOp("relu1")]);
+  const int64_t activation = lenet.tensor(lenet.TensorByName("conv1")).bytes();
+  bool found = false;
+  for (size_t e = 0; e < tasks.edges().size(); ++e) {
+    const TaskEdge& edge = tasks.edges()[e];
+    if (edge.from != conv1 || edge.to != relu1) continue;
+    found = true;
+    EXPECT_THAT(edge.forward_tensor_bytes, ElementsAre(activation));
+    EXPECT_THAT(edge.gradient_tensor_bytes, ElementsAre(activation));
+    const sim::LinkSpec link = costs.LinkOf(&devices[0], devices[1]);
+    EXPECT_NEAR(tasks.CommunicationSeconds(static_cast<int>(e), 0, 1), 2 * link.Seconds(activation),
+                1e-12);
+    EXPECT_EQ(tasks.CommunicationSeconds(static_cast<int>(e), 1, 1), 0);
+  }
+  EXPECT_TRUE(found);
+  for (const TaskEdge& edge : tasks.edges()) EXPECT_LT(edge.from, edge.to);
+}
+
+TEST(TaskGraphTest, GroupsThatDependOnEachOtherBecomeOneTask) {
+  TestProblem t = MakeProblem(Chain(), Cpus(2), {}, kExpensiveLink);
+  // {a, c} and {b, d}: a -> b -> c -> d goes back and forth between the two groups.
+  t.grouping = Grouping{};
+  t.grouping.group_of_op.assign(static_cast<size_t>(t.graph.num_ops()), -1);
+  for (const auto& [name, group] :
+       std::vector<std::pair<std::string, int>>{{"a", 0}, {"c", 0}, {"b", 1}, {"d", 1}}) {
+    t.grouping.group_of_op[*t.graph.FindOp(name)] = group;
+  }
+  t.grouping.members = {{*t.graph.FindOp("a"), *t.graph.FindOp("c")},
+                        {*t.graph.FindOp("b"), *t.graph.FindOp("d")}};
+  const TaskGraph tasks(t.problem());
+  EXPECT_EQ(tasks.num_tasks(), 1);
+  EXPECT_THAT(tasks.groups_of_task(0), ElementsAre(0, 1));
+  EXPECT_EQ(tasks.Describe(0), "groups 0, 1 (a, c, +2 more)");
+  const BaselineResult result = MEtf(t.problem());
+  EXPECT_EQ(result.group_devices[0], result.group_devices[1]);
+}
+
+TEST(TaskGraphTest, InvalidProblemsAreRejectedWithTheReason) {
+  TestProblem t = MakeProblem(Chain(), Cpus(2), {}, kCheapLink);
+  PlacementProblem problem = t.problem();
+  problem.graph = nullptr;
+  EXPECT_THAT([&] { TaskGraph{problem}; },
+              ThrowsMessage<std::invalid_argument>(HasSubstr("no graph")));
+
+  problem = t.problem();
+  problem.devices = {Cpu(0), Cpu(0)};
+  EXPECT_THAT([&] { TaskGraph{problem}; },
+              ThrowsMessage<std::invalid_argument>(HasSubstr("'cpu:0' is listed twice")));
+
+  problem = t.problem();
+  problem.devices.clear();
+  EXPECT_THAT([&] { TaskGraph{problem}; },
+              ThrowsMessage<std::invalid_argument>(HasSubstr("no devices")));
+
+  const Graph other = Fork();
+  const Grouping other_grouping = graph::OpPerGroup(other);
+  problem = t.problem();
+  problem.grouping = &other_grouping;
+  EXPECT_THAT([&] { TaskGraph{problem}; },
+              ThrowsMessage<std::invalid_argument>(HasSubstr("another graph")));
+
+  FixedCostModel negative({{"c", -1}}, kCheapLink);
+  problem = t.problem();
+  problem.costs = &negative;
+  EXPECT_THAT([&] { TaskGraph{problem}; },
+              ThrowsMessage<std::invalid_argument>(HasSubstr("op 'c' on cpu:0")));
+
+  EXPECT_THAT([&] { SingleDevice(t.problem(), 2); },
+              ThrowsMessage<std::invalid_argument>(HasSubstr("out of range")));
+  EXPECT_THAT([&] { RunBaseline("random", t.problem()); },
+              ThrowsMessage<std::invalid_argument>(HasSubstr("m-topo, m-etf, m-sct")));
+}
+
+// ---------------------------------------------------------------------------------------------
+// List schedulers.
+
+// Two equal heavy branches, cheap links: each device takes one. Hand schedule (m-ETF): a on cpu:0
+// [0, 1]; b on cpu:0 [1, 11]; c on cpu:1 from 1.1 (a's output arrives) to 11.1; d where its
+// inputs arrive first, cpu:1 at 11.1 (b's arrives at 11.1 there), ends 12.1.
+TEST(ListSchedulingTest, ForkJoinWithCheapLinksSplitsTheBranches) {
+  const TestProblem t = MakeProblem(ForkJoin(), Cpus(2), {{"b", 10}, {"c", 10}}, kCheapLink);
+  for (const BaselineResult& result : {MEtf(t.problem()), MSct(t.problem()), Heft(t.problem())}) {
+    SCOPED_TRACE(result.algorithm);
+    EXPECT_NE(t.DeviceOf(result, "b"), t.DeviceOf(result, "c"));
+    EXPECT_THAT(result.estimated_step_seconds, Optional(DoubleNear(12.1, 1e-9)));
+    EXPECT_THAT(result.memory_warning, IsEmpty());
+  }
+}
+
+TEST(ListSchedulingTest, ForkJoinWithExpensiveLinksStaysOnOneDevice) {
+  const TestProblem t = MakeProblem(ForkJoin(), Cpus(2), {{"b", 10}, {"c", 10}}, kExpensiveLink);
+  for (const BaselineResult& result : {MEtf(t.problem()), MSct(t.problem()), Heft(t.problem())}) {
+    SCOPED_TRACE(result.algorithm);
+    EXPECT_EQ(DevicesUsed(result), 1);
+    EXPECT_THAT(result.estimated_step_seconds, Optional(DoubleNear(22, 1e-9)));
+  }
+}
+
+TEST(ListSchedulingTest, AChainStaysOnOneDevice) {
+  const TestProblem t = MakeProblem(Chain(), Cpus(3), {{"b", 5}}, kCheapLink);
+  for (const BaselineResult& result : {MEtf(t.problem()), MSct(t.problem()), Heft(t.problem())}) {
+    SCOPED_TRACE(result.algorithm);
+    EXPECT_EQ(DevicesUsed(result), 1);
+    EXPECT_THAT(result.estimated_step_seconds, Optional(DoubleNear(8, 1e-9)));
+  }
+}
+
+// A device twice as fast takes the whole chain: HEFT by earliest finish, m-ETF by its tie-break on
+// the earlier finish among equal start times.
+TEST(ListSchedulingTest, AFasterDeviceIsPreferred) {
+  const TestProblem t = MakeProblem(Chain(), Cpus(2), {}, kCheapLink, {{"cpu:0", 2.0}});
+  for (const BaselineResult& result : {MEtf(t.problem()), Heft(t.problem())}) {
+    SCOPED_TRACE(result.algorithm);
+    EXPECT_THAT(result.group_devices, Each(1));
+    EXPECT_THAT(result.estimated_step_seconds, Optional(DoubleNear(4, 1e-9)));
+  }
+}
+
+// x -> a (3 s) -> heavy1, heavy2 (10 s each); x -> light (2 s); 1 s per transfer. By rank a, heavy1
+// and heavy2 go first: heavy1 after a on cpu:0 [3, 13], heavy2 on cpu:1 once a's output arrives
+// [4, 14], which leaves cpu:1 idle until 4. Light, ranked last, goes into that gap at 0.
+TEST(ListSchedulingTest, HeftInsertsATaskIntoAnIdleGap) {
+  Graph g;
+  ModelBuilder b(g);
+  TensorId x = b.Input("x", {4});
+  TensorId a = b.Relu("a", x);
+  b.Relu("heavy1", a);
+  b.Relu("heavy2", a);
+  b.Relu("light", x);
+  const TestProblem t = MakeProblem(std::move(g), Cpus(2),
+                                    {{"a", 3}, {"heavy1", 10}, {"heavy2", 10}, {"light", 2}},
+                                    sim::LinkSpec{.latency_seconds = 1});
+  const TaskSchedule schedule = ScheduleHeft(TaskGraph(t.problem()));
+  EXPECT_THAT(schedule.device, ElementsAre(0, 0, 1, 1));
+  EXPECT_THAT(schedule.start_seconds, ElementsAre(0, 3, 4, 0));
+  EXPECT_DOUBLE_EQ(schedule.makespan_seconds, 14);
+}
+
+// ---------------------------------------------------------------------------------------------
+// m-SCT.
+
+// a (1 s) -> light (1 s) and a -> heavy (10 s), 2 s per transfer. The relaxation's optimum, 11,
+// needs heavy right after a (x = 0) and light paying the transfer (x = 1): heavy is a's favourite.
+TEST(MSctTest, TheRelaxationMakesTheLongBranchTheFavouriteChild) {
+  const TestProblem t =
+      MakeProblem(Fork(), Cpus(2), {{"heavy", 10}}, sim::LinkSpec{.latency_seconds = 2});
+  const TaskGraph tasks(t.problem());
+  ASSERT_EQ(tasks.edges().size(), 2u);
+  const int heavy = 2;  // tasks in the graph's order: a, light, heavy
+  const SctRelaxation relaxation = SolveSctRelaxation(tasks);
+  EXPECT_NEAR(relaxation.makespan_seconds, 11, 1e-9);
+  for (size_t e = 0; e < 2; ++e) {
+    EXPECT_NEAR(relaxation.edge_communication[e], tasks.edges()[e].to == heavy ? 0 : 1, 1e-9);
+  }
+  EXPECT_THAT(FavouriteChildren(tasks, relaxation, 0.1), ElementsAre(heavy, -1, -1));
+}
+
+// m-ETF starts light first (lower topological index, same start), so heavy waits; m-SCT keeps the
+// device awake for heavy and sends light across. The simulator (GPU streams, where the copy runs on
+// the receiving stream) agrees with both estimates.
+TEST(MSctTest, TheFavouriteChildRuleBeatsEarliestTaskFirst) {
+  const TestProblem t = MakeProblem(Fork(), DeviceSet{Cuda(0), Cuda(1)}, {{"heavy", 10}},
+                                    sim::LinkSpec{.latency_seconds = 2});
+  const BaselineResult etf = MEtf(t.problem());
+  const BaselineResult sct = MSct(t.problem());
+  EXPECT_THAT(etf.estimated_step_seconds, Optional(DoubleNear(12, 1e-9)));
+  EXPECT_THAT(sct.estimated_step_seconds, Optional(DoubleNear(11, 1e-9)));
+  EXPECT_THAT(t.DevicesOf(sct, {"a", "heavy", "light"}), ElementsAre(0, 0, 1));
+  const sim::Simulator simulator(t.graph, t.devices, *t.costs);
+  EXPECT_DOUBLE_EQ(simulator.Simulate(etf.placement).step_seconds, 12);
+  EXPECT_DOUBLE_EQ(simulator.Simulate(sct.placement).step_seconds, 11);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Memory: m-TOPO, the memory-aware schedulers, and over-memory inputs. In the chain every group
+// writes 16 bytes; a also reads the 16-byte minibatch, and a group reading its input from the other
+// device holds a 16-byte copy.
+
+TEST(MTopoTest, FillsEachDeviceUpToItsCapacityInTopologicalOrder) {
+  const TestProblem t = MakeProblem(Chain(), Cpus(2, 48), {}, kCheapLink);
+  const BaselineResult result = MTopo(t.problem(), {.uniform = false});
+  // cpu:0: x, a, b = 48 bytes; cpu:1: b's copy, c, d = 48 bytes.
+  EXPECT_THAT(result.group_devices, ElementsAre(0, 0, 1, 1));
+  EXPECT_THAT(result.memory_warning, IsEmpty());
+  const sim::Simulator simulator(t.graph, t.devices, *t.costs);
+  EXPECT_TRUE(simulator.Simulate(result.placement).valid);
+}
+
+TEST(MTopoTest, WithoutMemoryPressureThePlainVariantUsesOneDeviceAndTheUniformOneSpreads) {
+  const TestProblem t = MakeProblem(Chain(), Cpus(2), {}, kCheapLink);
+  EXPECT_THAT(MTopo(t.problem(), {.uniform = false}).group_devices, ElementsAre(0, 0, 0, 0));
+  // Uniform cap: 64 / 2 + 16 = 48 bytes of the groups' own memory per device but the last.
+  const BaselineResult uniform = MTopo(t.problem());
+  EXPECT_THAT(uniform.group_devices, ElementsAre(0, 0, 0, 1));
+  EXPECT_EQ(uniform.algorithm, "m-TOPO (uniform)");
+}
+
+TEST(MTopoTest, FailsNamingTheGroupAndTheLastDeviceWhenTheGroupsDoNotFitInOrder) {
+  // 40 bytes each: a (32) on cpu:0; b (48 there) moves to cpu:1 (32 with a's copy); c does not fit.
+  const TestProblem t = MakeProblem(Chain(), Cpus(2, 40), {}, kCheapLink);
+  EXPECT_THAT([&] { MTopo(t.problem()); },
+              ThrowsMessage<BaselineError>(AllOf(HasSubstr("group 2 (c)"), HasSubstr("cpu:1"),
+                                                 HasSubstr("8 of its 40 bytes free"))));
+}
+
+TEST(MemoryAwareSchedulingTest, MEtfSplitsWhenOneDeviceCannotHoldEverything) {
+  // Expensive links would keep the chain together; 48 bytes per device forbid it.
+  const TestProblem t = MakeProblem(Chain(), Cpus(2, 48), {}, kExpensiveLink);
+  const sim::Simulator simulator(t.graph, t.devices, *t.costs);
+  for (const BaselineResult& result : {MEtf(t.problem()), MSct(t.problem())}) {
+    SCOPED_TRACE(result.algorithm);
+    EXPECT_THAT(result.group_devices, ElementsAre(0, 0, 1, 1));
+    EXPECT_THAT(result.memory_warning, IsEmpty());
+    EXPECT_TRUE(simulator.Simulate(result.placement).valid);
+  }
+}
+
+TEST(MemoryAwareSchedulingTest, MEtfFailsNamingTheGroupThatFitsNowhere) {
+  const TestProblem t = MakeProblem(Chain(), Cpus(2, 40), {}, kCheapLink);
+  EXPECT_THAT([&] { MEtf(t.problem()); },
+              ThrowsMessage<BaselineError>(AllOf(HasSubstr("m-ETF found no device that holds "
+                                                           "group 2 (c)"),
+                                                 HasSubstr("cpu:0"), HasSubstr("cpu:1"))));
+}
+
+TEST(MemoryTest, AlgorithmsThatIgnoreMemoryReportAnOverCapacityPlacement) {
+  const TestProblem t = MakeProblem(Chain(), Cpus(2, 48), {}, kExpensiveLink);
+  for (const BaselineResult& result : {SingleDevice(t.problem(), 0), Heft(t.problem())}) {
+    SCOPED_TRACE(result.algorithm);
+    EXPECT_THAT(result.group_devices, Each(0));
+    EXPECT_THAT(result.memory_warning,
+                HasSubstr("cpu:0 may run out of memory: its groups need up to 80 bytes, its "
+                          "capacity is 48 bytes"));
+    EXPECT_FALSE(sim::Simulator(t.graph, t.devices, *t.costs).Simulate(result.placement).valid);
+  }
+}
+
+TEST(MemoryTest, AProblemNoPlacementCanHoldIsAnErrorForEveryAlgorithm) {
+  // Each group needs 16 bytes; 10 bytes per device hold none of them.
+  const TestProblem too_small = MakeProblem(Chain(), Cpus(2, 10), {}, kCheapLink);
+  // 20 bytes per device hold any one group, but not 64 bytes in all.
+  const TestProblem too_little = MakeProblem(Chain(), Cpus(2, 20), {}, kCheapLink);
+  for (const std::string& name : BaselineNames()) {
+    SCOPED_TRACE(name);
+    EXPECT_THAT([&] { RunBaseline(name, too_small.problem()); },
+                ThrowsMessage<BaselineError>(
+                    HasSubstr("group 0 (a) needs 16 bytes for its parameters and values, more than "
+                              "any device holds (the largest, cpu:0, holds 10 bytes)")));
+    EXPECT_THAT([&] { RunBaseline(name, too_little.problem()); },
+                ThrowsMessage<BaselineError>(HasSubstr("need 64 bytes")));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Partitioners.
+
+TEST(PartitionerTest, CutTheCheapEdgeOfTwoClusters) {
+  const TestProblem t = MakeProblem(TwoClusters(), Cpus(2), {}, kCheapLink);
+  for (const BaselineResult& result : {MetisPartition(t.problem()), ScotchMapping(t.problem())}) {
+    SCOPED_TRACE(result.algorithm);
+    const std::vector<int> devices = t.DevicesOf(result, {"a1", "a2", "a3", "b1", "b2", "b3"});
+    EXPECT_EQ(devices[0], devices[1]);
+    EXPECT_EQ(devices[0], devices[2]);
+    EXPECT_EQ(devices[3], devices[4]);
+    EXPECT_EQ(devices[3], devices[5]);
+    EXPECT_NE(devices[0], devices[3]);
+  }
+}
+
+TEST(PartitionerTest, BalancedWorkUsesEveryDeviceAndNeverMore) {
+  const TestProblem wide = MakeProblem(Wide(8), Cpus(4), {}, kCheapLink);
+  for (const BaselineResult& result :
+       {MetisPartition(wide.problem()), ScotchMapping(wide.problem())}) {
+    SCOPED_TRACE(result.algorithm);
+    EXPECT_EQ(DevicesUsed(result), 4);
+    std::map<int, int> per_device;
+    for (int device : result.group_devices) ++per_device[device];
+    EXPECT_THAT(per_device, Each(testing::Pair(testing::_, 2)));
+  }
+}
+
+TEST(PartitionerTest, AFasterDeviceGetsProportionallyMoreWork) {
+  // cpu:1 is three times slower: shares 3/4 and 1/4 of 8 equal tasks.
+  const TestProblem t = MakeProblem(Wide(8), Cpus(2), {}, kCheapLink, {{"cpu:1", 3.0}});
+  for (const BaselineResult& result : {MetisPartition(t.problem()), ScotchMapping(t.problem())}) {
+    SCOPED_TRACE(result.algorithm);
+    EXPECT_EQ(std::count(result.group_devices.begin(), result.group_devices.end(), 0), 6);
+  }
+}
+
+TEST(PartitionerTest, OneDeviceOrFewerGroupsThanDevices) {
+  const TestProblem one = MakeProblem(TwoClusters(), Cpus(1), {}, kCheapLink);
+  const TestProblem many = MakeProblem(Fork(), Cpus(4), {}, kCheapLink);  // 3 groups
+  for (const std::string name : {"metis", "scotch"}) {
+    SCOPED_TRACE(name);
+    EXPECT_THAT(RunBaseline(name, one.problem()).group_devices, Each(0));
+    const BaselineResult spread = RunBaseline(name, many.problem());
+    EXPECT_LE(DevicesUsed(spread), 3);
+    EXPECT_THAT(spread.group_devices, Each(AllOf(testing::Ge(0), testing::Lt(4))));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Every algorithm on real training steps, judged by the simulator.
+
+struct ModelCase {
+  std::string name;
+  int devices;
+};
+
+class TrainingStepTest : public testing::TestWithParam<ModelCase> {};
+
+Graph BuildModel(const std::string& name) {
+  if (name == "lenet") return graph::BuildLeNet({});
+  return graph::BuildParallelMlp({.branches = 4});
+}
+
+TEST_P(TrainingStepTest, EveryAlgorithmGivesAValidPlacementNoSlowerThanTheWorstSingleDevice) {
+  const Graph model = BuildModel(GetParam().name);
+  const Grouping grouping = graph::OpPerGroup(model);
+  const sim::RooflineCostModel costs;
+  const DeviceSet devices = Cpus(GetParam().devices);
+  const PlacementProblem problem{&model, &grouping, devices, &costs};
+  const sim::Simulator simulator(model, devices, costs);
+
+  double worst_single_device = 0;
+  for (int d = 0; d < GetParam().devices; ++d) {
+    const sim::SimulationResult single = simulator.Simulate(SingleDevice(problem, d).placement);
+    ASSERT_TRUE(single.valid) << single.invalid_reason;
+    worst_single_device = std::max(worst_single_device, single.step_seconds);
+  }
+  for (const std::string& name : BaselineNames()) {
+    SCOPED_TRACE(name);
+    const BaselineResult result = RunBaseline(name, problem);
+    EXPECT_GT(result.seconds_to_place, 0);
+    ASSERT_EQ(result.placement.device_of_op.size(), static_cast<size_t>(model.num_ops()));
+    for (OpId op = 0; op < model.num_ops(); ++op) {
+      if (model.op(op).phase != graph::Phase::kForward) continue;
+      EXPECT_GE(result.placement.device_of_op[static_cast<size_t>(op)], 0);
+      EXPECT_LT(result.placement.device_of_op[static_cast<size_t>(op)], GetParam().devices);
+    }
+    EXPECT_LE(DevicesUsed(result), GetParam().devices);
+    const sim::SimulationResult simulated = simulator.Simulate(result.placement);
+    ASSERT_TRUE(simulated.valid) << simulated.invalid_reason;
+    EXPECT_LE(simulated.step_seconds, worst_single_device * (1 + 1e-9))
+        << name << " " << simulated.step_seconds << " vs " << worst_single_device;
+    // Deterministic: the same placement again.
+    EXPECT_EQ(RunBaseline(name, problem).group_devices, result.group_devices);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, TrainingStepTest,
+                         testing::Values(ModelCase{"lenet", 2}, ModelCase{"lenet", 3},
+                                         ModelCase{"parallel_mlp", 2},
+                                         ModelCase{"parallel_mlp", 4}),
+                         [](const testing::TestParamInfo<ModelCase>& info) {
+                           return info.param.name + "_on_" + std::to_string(info.param.devices);
+                         });
+
+// Under capacities that one device cannot meet, the memory-aware algorithms still place LeNet,
+// and the simulator confirms the placement fits.
+TEST(TrainingStepMemoryTest, MemoryAwareAlgorithmsFitLeNetIntoDevicesTooSmallForItAlone) {
+  const Graph model = graph::BuildLeNet({});
+  const Grouping grouping = graph::OpPerGroup(model);
+  const sim::RooflineCostModel costs;
+  const PlacementProblem unlimited{&model, &grouping, Cpus(2), &costs};
+  const TaskGraph tasks(unlimited);
+  MemoryLedger ledger(tasks);
+  for (int task = 0; task < tasks.num_tasks(); ++task) ledger.Place(task, 0);
+  const int64_t capacity = ledger.used_bytes(0) * 3 / 5;
+
+  PlacementProblem problem = unlimited;
+  problem.devices = Cpus(2, capacity);
+  const sim::Simulator simulator(model, problem.devices, costs);
+  EXPECT_FALSE(simulator.Simulate(SingleDevice(problem, 0).placement).valid);
+  for (const BaselineResult& result : {MTopo(problem), MEtf(problem), MSct(problem)}) {
+    SCOPED_TRACE(result.algorithm);
+    EXPECT_THAT(result.memory_warning, IsEmpty());
+    const sim::SimulationResult simulated = simulator.Simulate(result.placement);
+    EXPECT_TRUE(simulated.valid) << simulated.invalid_reason;
+  }
+}
+
+}  // namespace
+}  // namespace placer::baselines
