@@ -16,6 +16,8 @@
 #include "graph/placement.h"
 #include "runtime/device.h"
 #include "runtime/measured_evaluator.h"
+#include "runtime/profiler.h"
+#include "runtime/sim/simulated_evaluator.h"
 #include "runtime/trace.h"
 #include "runtime/trainer.h"
 
@@ -123,6 +125,21 @@ int Evaluate(const Commands& c) {
                            config.model.builtin, config.model.batch_size, description,
                            fmt::join(runtime::DeviceNames(devices), ", "));
   runtime::EvaluationResult result = evaluator.Evaluate(placement);
+  if (c.simulate) {
+    std::unique_ptr<sim::CostModel> costs = CostModelFor(config);
+    sim::SimulatedEvaluator simulator(graph, devices, *costs);
+    runtime::EvaluationResult predicted = simulator.Evaluate(placement);
+    std::cout << fmt::format(
+        "simulated ({}): {}; lower bound {:.3f} ms\n",
+        config.simulation.profile.empty() ? "roofline model" : config.simulation.profile.string(),
+        predicted.valid ? fmt::format("{:.3f} ms", predicted.step_seconds * 1e3)
+                        : "invalid: " + predicted.invalid_reason,
+        simulator.lower_bound().seconds * 1e3);
+    if (result.valid && predicted.valid) {
+      std::cout << fmt::format("simulated / measured: {:.3f}\n",
+                               predicted.step_seconds / result.step_seconds);
+    }
+  }
   if (!result.valid) {
     std::cout << "invalid placement: " << result.invalid_reason << '\n';
     return kExitFailure;
@@ -133,6 +150,29 @@ int Evaluate(const Commands& c) {
     std::cout << "\ntrace of the last timed step: " << c.trace_path
               << " (open in https://ui.perfetto.dev or chrome://tracing)\n";
   }
+  return kExitOk;
+}
+
+int Profile(const Commands& c) {
+  config::Config config = config::LoadConfig(c.config_path);
+  graph::Graph graph = BuildModel(config);
+  runtime::DeviceSet devices = runtime::ResolveDevices(config);
+  std::filesystem::path output =
+      c.output_path.empty() ? config.output.directory / "profile.json"
+                            : std::filesystem::path(c.output_path);
+  std::cout << fmt::format("profiling {} ops of {} on {}\n", graph.num_ops(), config.model.builtin,
+                           fmt::join(runtime::DeviceNames(devices), ", "));
+  sim::ProfiledCostModel profile = runtime::ProfileDevices(
+      graph, devices,
+      {.warmup_steps = config.measurement.warmup_steps,
+       .timed_steps = std::max(5, config.measurement.timed_steps),
+       .seed = config.model.init_seed,
+       .model_name = config.model.builtin});
+  profile.Save(output);
+  std::cout << fmt::format("{} op timings and {} devices' links written to {}\n"
+                           "use it with  simulation: {{profile: {}}}\n",
+                           profile.num_op_entries(), devices.size(), output.string(),
+                           output.string());
   return kExitOk;
 }
 
@@ -201,8 +241,14 @@ void RegisterCommands(CLI::App& app, Commands& c) {
   evaluate->add_option("-p,--placement", c.placement_path, "placement YAML (op name -> device)");
   evaluate->add_option("-d,--device", c.device, "put every op on this device instead");
   evaluate->add_option("-t,--trace", c.trace_path, "write a Chrome trace of the last timed step");
+  evaluate->add_flag("--simulate", c.simulate,
+                     "also print the simulator's prediction and the lower bound");
   evaluate->add_flag("--data-parallel", c.data_parallel,
                      "replicate the model on every device, split the minibatch, sum gradients");
+  CLI::App* profile = AddConfigCommand(
+      app, c, "profile", "time every op on every device and the copies between them", Profile);
+  profile->add_option("-o,--output", c.output_path,
+                      "cost profile file (default: <output.directory>/profile.json)");
   CLI::App* search = AddConfigCommand(
       app, c, "search", "learn a placement (REINFORCE on measured or simulated step times)",
       RunSearchCommand);

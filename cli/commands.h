@@ -30,6 +30,8 @@ struct Commands {
   std::string device;
   bool data_parallel = false;
   bool resume = false;
+  bool simulate = false;
+  std::string output_path;
   int epochs = 10;
   int max_steps = 0;
 };

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/commands.h"
 #include "graph/models.h"
 
 namespace placer::cli {
@@ -51,6 +52,16 @@ graph::ForwardBuilder ForwardBuilderFor(const config::Config& config) {
   return [config](int64_t batch, int64_t normalizer) {
     return Build(config, batch, normalizer, false);
   };
+}
+
+std::unique_ptr<sim::CostModel> CostModelFor(const config::Config& config) {
+  if (config.simulation.profile.empty()) return std::make_unique<sim::RooflineCostModel>();
+  try {
+    return std::make_unique<sim::ProfiledCostModel>(
+        sim::ProfiledCostModel::Load(config.simulation.profile));
+  } catch (const sim::ProfileError& error) {
+    throw InputError(fmt::format("simulation.profile: {}", error.what()));
+  }
 }
 
 }  // namespace placer::cli

@@ -4,6 +4,9 @@
 #include "config/config.h"
 #include "graph/data_parallel.h"
 #include "graph/ir.h"
+#include "runtime/sim/cost_model.h"
+
+#include <memory>
 
 namespace placer::cli {
 
@@ -19,5 +22,9 @@ graph::DataParallelGraph BuildReplicated(const config::Config& config, int repli
 
 // The configured model's forward ops and loss for any batch (data-parallel shards, evaluation).
 graph::ForwardBuilder ForwardBuilderFor(const config::Config& config);
+
+// The simulator's cost model: the profile named by simulation.profile, or the roofline model.
+// A bad profile is an InputError naming the file.
+std::unique_ptr<sim::CostModel> CostModelFor(const config::Config& config);
 
 }  // namespace placer::cli

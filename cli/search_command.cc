@@ -75,8 +75,8 @@ int RunSearchCommand(const Commands& c) {
   runtime::DeviceSet devices = runtime::ResolveDevices(config);
   const std::vector<std::string> names = runtime::DeviceNames(devices);
   graph::Grouping grouping = graph::OpPerGroup(graph);
-  sim::RooflineCostModel costs;
-  std::unique_ptr<runtime::Evaluator> evaluator = MakeEvaluator(config, graph, devices, costs);
+  std::unique_ptr<sim::CostModel> costs = CostModelFor(config);
+  std::unique_ptr<runtime::Evaluator> evaluator = MakeEvaluator(config, graph, devices, *costs);
 
   const config::SearchConfig& s = config.search;
   search::SearchOptions options;
@@ -148,7 +148,7 @@ int RunSearchCommand(const Commands& c) {
   // Baselines on the plain model: one replica on the whole batch.
   graph::Graph single = BuildSingleModel(config);
   std::unique_ptr<runtime::Evaluator> single_evaluator =
-      config.model.replicas > 1 ? MakeEvaluator(config, single, devices, costs) : nullptr;
+      config.model.replicas > 1 ? MakeEvaluator(config, single, devices, *costs) : nullptr;
   runtime::Evaluator& baseline = single_evaluator ? *single_evaluator : *evaluator;
   double best_single = std::numeric_limits<double>::infinity();
   for (size_t d = 0; d < names.size(); ++d) {
@@ -161,7 +161,7 @@ int RunSearchCommand(const Commands& c) {
     graph::DataParallelGraph dp = graph::BuildDataParallel(
         ForwardBuilderFor(config), config.model.batch_size, names,
         std::vector<double>(names.size(), 1.0), config.model.learning_rate);
-    std::unique_ptr<runtime::Evaluator> dp_evaluator = MakeEvaluator(config, dp.graph, devices, costs);
+    std::unique_ptr<runtime::Evaluator> dp_evaluator = MakeEvaluator(config, dp.graph, devices, *costs);
     rows.push_back({fmt::format("data parallel ({})", fmt::join(dp.shard_sizes, "/")),
                     dp_evaluator->Evaluate(dp.placement)});
   }

@@ -323,6 +323,13 @@ SearchConfig ReadSearch(const Value& value) {
   return search;
 }
 
+SimulationConfig ReadSimulation(const Value& value) {
+  Mapping mapping(value, {"profile"});
+  SimulationConfig simulation;
+  if (const Value* profile = mapping.Find("profile")) simulation.profile = ToString(*profile);
+  return simulation;
+}
+
 OutputConfig ReadOutput(const Value& value) {
   Mapping mapping(value, {"directory"});
   OutputConfig output;
@@ -375,7 +382,7 @@ void CheckSingleDocument(const std::string& text, const std::string& file_name) 
 Config ReadConfig(const YAML::Node& root, const std::string& file_name) {
   const Value top{&file_name, root, root.Mark(), ""};
   if (!root.IsMap()) top.Fail("the top level must be a mapping of sections, got " + Describe(root));
-  Mapping sections(top, {"model", "devices", "measurement", "search", "output"});
+  Mapping sections(top, {"model", "devices", "measurement", "search", "simulation", "output"});
   Config config;
   config.source = file_name;
   config.model = ReadModel(sections.Require("model"));
@@ -384,6 +391,9 @@ Config ReadConfig(const YAML::Node& root, const std::string& file_name) {
     config.measurement = ReadMeasurement(*measurement);
   }
   if (const Value* search = sections.Find("search")) config.search = ReadSearch(*search);
+  if (const Value* simulation = sections.Find("simulation")) {
+    config.simulation = ReadSimulation(*simulation);
+  }
   if (const Value* output = sections.Find("output")) config.output = ReadOutput(*output);
   return config;
 }
@@ -433,6 +443,9 @@ Config LoadConfig(const std::filesystem::path& file) {
   config.source = file;
   if (config.output.directory.is_relative()) {
     config.output.directory = (file.parent_path() / config.output.directory).lexically_normal();
+  }
+  if (!config.simulation.profile.empty() && config.simulation.profile.is_relative()) {
+    config.simulation.profile = (file.parent_path() / config.simulation.profile).lexically_normal();
   }
   return config;
 }

@@ -86,6 +86,13 @@ struct SearchConfig {
   bool cache = true;                 // search.cache: never evaluate a placement twice
 };
 
+// simulation: the cost model of the simulated evaluator.
+struct SimulationConfig {
+  // simulation.profile: a cost profile written by `placer profile`, relative to the config file;
+  // empty: the analytic roofline model.
+  std::filesystem::path profile;
+};
+
 struct OutputConfig {
   std::filesystem::path directory = "runs/default";  // output.directory, relative to the config file
 };
@@ -96,6 +103,7 @@ struct Config {
   DevicesConfig devices;
   MeasurementConfig measurement;
   SearchConfig search;
+  SimulationConfig simulation;
   OutputConfig output;
 };
 

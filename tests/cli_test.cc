@@ -117,4 +117,28 @@ TEST(CliTest, UnknownSubcommandIsAUsageError) {
   EXPECT_NE(r.exit_code, 0);
 }
 
+TEST(CliTest, ProfileFeedsTheSimulatorThatEvaluateCompares) {
+  auto dir = std::filesystem::temp_directory_path() / "placer_cli_test_profile";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::string profile = (dir / "profile.json").string();
+  std::string path = WriteTemp(
+      "profile.yaml", "model:\n  builtin: lenet\n  batch_size: 32\ndevices: [cpu:0, cpu:1]\n"
+                      "measurement:\n  warmup_steps: 1\n  timed_steps: 2\n"
+                      "simulation:\n  profile: " + profile + "\n");
+  Result r = RunPlacer("profile --config " + path + " --output " + profile);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // 30 ops of the training step, timed on each of the two devices.
+  EXPECT_THAT(r.output, HasSubstr("60 op timings"));
+  Result evaluated = RunPlacer("evaluate --config " + path + " --simulate");
+  EXPECT_EQ(evaluated.exit_code, 0) << evaluated.output;
+  EXPECT_THAT(evaluated.output, AllOf(HasSubstr("simulated (" + profile), HasSubstr("lower bound"),
+                                      HasSubstr("simulated / measured")));
+  // A broken profile is bad input, named.
+  std::ofstream(profile) << "{ not json";
+  Result broken = RunPlacer("evaluate --config " + path + " --simulate");
+  EXPECT_EQ(broken.exit_code, 2) << broken.output;
+  EXPECT_THAT(broken.output, HasSubstr(profile));
+}
+
 }  // namespace

@@ -1,0 +1,26 @@
+// Profiles the real devices into a cost model for the simulator: every op of the training step
+// timed on every device, and the copy cost between each pair of devices fitted as a*bytes + b.
+#pragma once
+
+#include <string>
+
+#include "graph/ir.h"
+#include "runtime/device.h"
+#include "runtime/sim/cost_model.h"
+
+namespace placer::runtime {
+
+struct ProfileOptions {
+  int warmup_steps = 3;
+  int timed_steps = 10;  // an op's time is its median over these steps
+  uint64_t seed = 0;
+  std::string model_name;
+};
+
+// Runs the whole step on each device alone (so ops are timed without contention from a placement)
+// and times copies of 4 KiB to 16 MiB between every ordered pair of devices (and from host memory
+// to each GPU). Throws StepFailure when the step cannot run on a device.
+sim::ProfiledCostModel ProfileDevices(const graph::Graph& graph, const DeviceSet& devices,
+                                      const ProfileOptions& options);
+
+}  // namespace placer::runtime
