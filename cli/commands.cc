@@ -36,8 +36,11 @@ int Inspect(const Commands& c) {
 int Validate(const Commands& c) {
   config::Config config = config::LoadConfig(c.config_path);
   graph::Graph graph = BuildModel(config);
-  std::cout << fmt::format("{}: valid ({} model, {} ops, {} parameters)\n", c.config_path,
-                           config.model.builtin, graph.num_ops(), graph.ParameterCount());
+  runtime::DeviceSet devices = runtime::ResolveDevices(config);
+  if (!config.simulation.profile.empty()) CostModelFor(config);
+  std::cout << fmt::format("{}: valid ({} model, {} ops, {} parameters; devices {})\n",
+                           c.config_path, config.model.builtin, graph.num_ops(),
+                           graph.ParameterCount(), fmt::join(runtime::DeviceNames(devices), ", "));
   return kExitOk;
 }
 

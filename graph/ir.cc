@@ -103,7 +103,13 @@ TensorId Graph::AddTensor(Tensor tensor) {
   if (tensor_by_name_.count(tensor.name) != 0) {
     throw GraphError(fmt::format("tensor '{}' is defined twice", tensor.name));
   }
-  NumElements(tensor.shape);  // rejects negative and overflowing shapes early
+  // Refused before anything is allocated: negative, overflowing and absurd shapes.
+  if (NumElements(tensor.shape) > kMaxTensorElements) {
+    throw GraphError(fmt::format("tensor '{}' of shape {} has {} elements, more than the {} a "
+                                 "tensor may have",
+                                 tensor.name, ToString(tensor.shape), NumElements(tensor.shape),
+                                 kMaxTensorElements));
+  }
   auto id = static_cast<TensorId>(tensors_.size());
   tensor.producer = kNoOp;
   tensor.consumers.clear();

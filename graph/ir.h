@@ -22,6 +22,10 @@ enum class DType : uint8_t { kFloat32, kInt64 };
 int64_t ElementSize(DType dtype);
 const char* ToString(DType dtype);
 
+// No tensor may have more elements (2^40, 4 TiB of float32): larger ones are configuration errors
+// to refuse before allocating, not workloads.
+inline constexpr int64_t kMaxTensorElements = int64_t{1} << 40;
+
 // Number of elements; throws GraphError when the product overflows int64.
 int64_t NumElements(const Shape& shape);
 std::string ToString(const Shape& shape);

@@ -1,0 +1,185 @@
+// Every bad input, through the real `placer` binary: one clear message naming the file, key, line,
+// op or device, and exit code 2, before any work starts.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+struct Result {
+  int exit_code;
+  std::string output;
+};
+
+Result RunPlacer(const std::string& args) {
+  std::string command = std::string(PLACER_BINARY) + " " + args + " 2>&1 </dev/null";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return {-1, "popen failed"};
+  std::string output;
+  std::array<char, 4096> buffer;
+  size_t n;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) output.append(buffer.data(), n);
+  int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+// A case: files to write into a fresh directory ($D stands for it in contents and arguments),
+// the arguments, and what the message must contain.
+struct Case {
+  std::string name;
+  std::vector<std::pair<std::string, std::string>> files;
+  std::string args;
+  std::vector<std::string> expected;
+};
+
+void PrintTo(const Case& c, std::ostream* out) { *out << c.name; }
+
+const std::string kModel = "model:\n  builtin: lenet\n  batch_size: 16\n";
+const std::string kTwoCpus = "devices: [cpu:0, cpu:1]\n";
+const std::string kGood = kModel + kTwoCpus + "measurement:\n  warmup_steps: 0\n  timed_steps: 1\n";
+
+std::string Replace(std::string text, const std::string& dir) {
+  for (size_t at = text.find("$D"); at != std::string::npos; at = text.find("$D", at)) {
+    text.replace(at, 2, dir);
+  }
+  return text;
+}
+
+std::vector<Case> Cases() {
+  const std::string validate = "validate --config $D/c.yaml";
+  const std::string evaluate = "evaluate --config $D/c.yaml";
+  auto config = [](std::string text) {
+    return std::vector<std::pair<std::string, std::string>>{{"c.yaml", std::move(text)}};
+  };
+  auto with_placement = [](std::string placement) {
+    return std::vector<std::pair<std::string, std::string>>{{"c.yaml", kGood},
+                                                            {"p.yaml", std::move(placement)}};
+  };
+  return {
+      // Configs.
+      {"UnknownTopLevelKey", config(kModel + "colour: blue\n"), validate, {"c.yaml:4", "colour"}},
+      {"UnknownNestedKey", config(kModel + "  lenet:\n    hiden: 3\n"), validate,
+       {"c.yaml:5", "model.lenet.hiden"}},
+      {"BatchIsText", config("model:\n  builtin: lenet\n  batch_size: many\n"), validate,
+       {"c.yaml:3", "model.batch_size", "integer"}},
+      {"NegativeBatch", config("model:\n  builtin: lenet\n  batch_size: -4\n"), validate,
+       {"c.yaml:3", "model.batch_size", ">= 1"}},
+      {"ZeroDevices", config(kModel + "devices: []\n"), validate, {"c.yaml:4", "devices"}},
+      {"NegativePolicySteps", config(kModel + "search:\n  policy_steps: -1\n"), validate,
+       {"c.yaml:5", "search.policy_steps"}},
+      {"ZeroWallBudget", config(kModel + "search:\n  max_wall_seconds: 0\n"), validate,
+       {"c.yaml:5", "search.max_wall_seconds", "> 0"}},
+      {"ZeroEvaluations", config(kModel + "search:\n  max_evaluations: 0\n"), validate,
+       {"c.yaml:5", "search.max_evaluations"}},
+      {"AbsentGpu", config(kModel + "devices: [cpu:0, cuda:0]\n"), validate,
+       {"c.yaml:4", "devices[1]", "cuda:0", "not present"}},
+      {"MoreGpusThanPresent", config(kModel + "devices:\n  - cpu:0\n  - cuda:3\n"), validate,
+       {"c.yaml:6", "devices[1]", "cuda:3"}},
+      {"MalformedDeviceName", config(kModel + "devices: [gpu:0]\n"), validate,
+       {"c.yaml:4", "devices[0]", "gpu:0"}},
+      {"DuplicateDevice", config(kModel + "devices: [cpu:0, cpu:0]\n"), validate,
+       {"c.yaml:4", "duplicate device 'cpu:0'"}},
+      {"ZeroThreads", config(kModel + "devices:\n  - name: cpu:0\n    threads: 0\n"), validate,
+       {"c.yaml:6", "devices[0].threads"}},
+      {"BadMemory", config(kModel + "devices:\n  - name: cpu:0\n    memory: lots\n"), validate,
+       {"c.yaml:6", "devices[0].memory", "lots"}},
+      {"EmptyFile", config(""), validate, {"c.yaml", "no settings"}},
+      {"BinaryFile", config(std::string("\x7f" "ELF\x02\x01\x01\0\0\0", 10)), validate, {"c.yaml"}},
+      {"TopLevelList", config("- model\n- devices\n"), validate, {"c.yaml:1", "mapping"}},
+      {"MissingModel", config(kTwoCpus), validate, {"c.yaml", "model"}},
+      {"MissingBuiltin", config("model:\n  batch_size: 4\n"), validate,
+       {"c.yaml:1", "model", "'builtin'"}},
+      {"UnknownBuiltin", config("model:\n  builtin: alexnet\n"), validate,
+       {"c.yaml:2", "model.builtin", "alexnet", "lenet"}},
+      {"TooManyReplicas", config("model:\n  builtin: lenet\n  batch_size: 2\n  replicas: 3\n"),
+       validate, {"c.yaml:4", "model.replicas"}},
+      {"OddHiddenSize", config(kModel + "search:\n  hidden_size: 7\n"), validate,
+       {"c.yaml:5", "search.hidden_size", "even"}},
+      {"UnknownEvaluator", config(kModel + "search:\n  evaluator: oracle\n"), validate,
+       {"c.yaml:5", "search.evaluator", "oracle"}},
+      {"NegativeTimeLimit", config(kModel + "measurement:\n  time_limit_seconds: -1\n"), validate,
+       {"c.yaml:5", "measurement.time_limit_seconds"}},
+      {"ImageTooSmall", config(kModel + "  lenet:\n    image_size: 8\n"), validate,
+       {"c.yaml:5", "model.lenet.image_size"}},
+      {"AbsurdModelSize", config(kModel + "  lenet:\n    hidden: 2000000000000\n"), validate,
+       {"fc1.weight", "elements"}},
+      {"SyntaxError", config("model: {builtin: lenet\n"), validate, {"c.yaml:"}},
+      {"StrayCommaAtDocumentStart", config(",\n"), validate, {"c.yaml:1"}},
+      {"MissingConfigFile", {}, validate, {"$D/c.yaml", "cannot read"}},
+      {"ConfigIsADirectory", {{"c.yaml/x", ""}}, validate, {"$D/c.yaml"}},
+      // Placements given by the user.
+      {"PlacementNamesUnknownOp", with_placement("default: cpu:0\nplacement:\n  conv9: cpu:1\n"),
+       evaluate + " --placement $D/p.yaml", {"p.yaml:3", "conv9"}},
+      {"PlacementNamesUnknownDevice", with_placement("default: cpu:0\nplacement:\n  fc1: cuda:7\n"),
+       evaluate + " --placement $D/p.yaml", {"p.yaml:3", "placement.fc1", "cuda:7"}},
+      {"PlacementMissesOps", with_placement("placement:\n  fc1: cpu:1\n"),
+       evaluate + " --placement $D/p.yaml", {"p.yaml", "misses 10 forward ops", "conv1"}},
+      {"PlacementUnknownDefault", with_placement("default: tpu:0\n"),
+       evaluate + " --placement $D/p.yaml", {"p.yaml:1", "default", "tpu:0"}},
+      {"PlacementIsNotYaml", with_placement("placement: [unclosed\n"),
+       evaluate + " --placement $D/p.yaml", {"p.yaml"}},
+      {"PlacementIsAList", with_placement("- conv1\n- fc1\n"),
+       evaluate + " --placement $D/p.yaml", {"p.yaml", "mapping"}},
+      {"PlacementUnknownKey", with_placement("default: cpu:0\nplacment: {}\n"),
+       evaluate + " --placement $D/p.yaml", {"p.yaml:2", "placment"}},
+      {"PlacementFileMissing", config(kGood), evaluate + " --placement $D/none.yaml",
+       {"none.yaml", "cannot read"}},
+      {"UnknownDeviceFlag", config(kGood), evaluate + " --device cpu:5", {"--device", "cpu:5"}},
+      {"PlacementAndDevice", with_placement("default: cpu:0\n"),
+       evaluate + " --placement $D/p.yaml --device cpu:0", {"either --placement or --device"}},
+      {"DataParallelWithPlacement", with_placement("default: cpu:0\n"),
+       evaluate + " --placement $D/p.yaml --data-parallel", {"--data-parallel"}},
+      // Cost profiles.
+      {"ProfileMissing", config(kGood + "simulation:\n  profile: none.json\n"), validate,
+       {"simulation.profile", "none.json"}},
+      {"ProfileNotJson", {{"c.yaml", kGood + "simulation:\n  profile: p.json\n"}, {"p.json", "{ oops"}},
+       validate, {"simulation.profile", "p.json"}},
+      {"ProfileMissingField",
+       {{"c.yaml", kGood + "simulation:\n  profile: p.json\n"}, {"p.json", "{\"version\": 1}"}},
+       validate, {"p.json"}},
+      // Searches and training.
+      {"ResumeWithoutCheckpoint", config(kGood + "output:\n  directory: run\n"),
+       "search --resume --config $D/c.yaml", {"checkpoint"}},
+      {"SearchIntoAnotherSearch",
+       {{"c.yaml", kGood + "output:\n  directory: run\n"}, {"run/checkpoint.pt", "x"}},
+       "search --config $D/c.yaml", {"--resume"}},
+      {"ZeroEpochs", config(kGood), "train --epochs 0 --config $D/c.yaml", {"--epochs"}},
+  };
+}
+
+class BadInputTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(BadInputTest, ExitsWithTwoAndNamesTheCulprit) {
+  const Case& c = GetParam();
+  fs::path dir = fs::temp_directory_path() / ("placer_bad_input_" + c.name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const auto& [name, contents] : c.files) {
+    fs::create_directories((dir / name).parent_path());
+    std::ofstream(dir / name, std::ios::binary) << contents;
+  }
+  Result r = RunPlacer(Replace(c.args, dir.string()));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  for (const std::string& expected : c.expected) {
+    EXPECT_THAT(r.output, HasSubstr(Replace(expected, dir.string())));
+  }
+  // One message, not a cascade or a stack trace.
+  EXPECT_LE(std::count(r.output.begin(), r.output.end(), '\n'), 3) << r.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, BadInputTest, ::testing::ValuesIn(Cases()),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(BadInputTableTest, HasAtLeastFortyCases) { EXPECT_GE(Cases().size(), 40u); }
+
+}  // namespace
