@@ -8,6 +8,7 @@ APT_PACKAGES=(
   cmake ninja-build g++ ccache pkg-config python3-venv
   libyaml-cpp-dev libprotobuf-dev protobuf-compiler libgtest-dev libgmock-dev
   libcli11-dev libfmt-dev nlohmann-json3-dev zlib1g-dev libboost-dev
+  libmetis-dev libscotch-dev libglpk-dev
   dataset-fashion-mnist
 )
 

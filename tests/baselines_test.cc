@@ -1,6 +1,9 @@
 // The algorithmic baselines on graphs whose best placement or schedule is known by hand, under a
 // cost model with fixed op and link times; then every algorithm on LeNet's and a parallel MLP's
 // training steps, checked by the simulator.
+#include "placer/baselines/baselines.h"
+
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -16,7 +19,6 @@
 #include "graph/models.h"
 #include "graph/ops.h"
 #include "graph/placement.h"
-#include "placer/baselines/baselines.h"
 #include "placer/baselines/task_graph.h"
 #include "runtime/sim/cost_model.h"
 #include "runtime/sim/simulator.h"
@@ -117,9 +119,9 @@ struct TestProblem {
 
 TestProblem MakeProblem(Graph graph, DeviceSet devices, std::map<std::string, double> op_seconds,
                         sim::LinkSpec link, std::map<std::string, double> slowdown = {}) {
-  return TestProblem(std::move(graph), std::move(devices),
-                     std::make_unique<FixedCostModel>(std::move(op_seconds), link, 1.0,
-                                                      std::move(slowdown)));
+  return TestProblem(
+      std::move(graph), std::move(devices),
+      std::make_unique<FixedCostModel>(std::move(op_seconds), link, 1.0, std::move(slowdown)));
 }
 
 int DevicesUsed(const BaselineResult& result) {
@@ -172,7 +174,7 @@ Graph Wide(int width) {
   Graph g;
   ModelBuilder b(g);
   TensorId x = b.Input("x", {4});
-  for (int i = 0; i < width; ++i) b.Relu("r" + std::to_string(i), x);
+  for (int i = 0; i < width; ++i) b.Relu(fmt::format("r{}", i), x);
   return g;
 }
 
@@ -187,22 +189,13 @@ TEST(TaskGraphTest, AGroupCostsItsForwardBackwardAndUpdateOps) {
   const TaskGraph tasks({&lenet, &grouping, devices, &costs});
   ASSERT_EQ(tasks.num_tasks(), grouping.num_groups());
   double task_seconds = 0, op_seconds = 0;
-  for (int task = 0; task < tasks.num_tasks(); ++task) task_seconds += tasks.ComputeSeconds(task, 1);
+  for (int task = 0; task < tasks.num_tasks(); ++task)
+    task_seconds += tasks.ComputeSeconds(task, 1);
   for (OpId op = 0; op < lenet.num_ops(); ++op) {
     op_seconds += costs.OpSeconds(lenet, op, devices[1]);
   }
   // CPU workers read the minibatch in place, so loads add nothing here.
   EXPECT_NEAR(task_seconds, op_seconds, 1e-12);
-
-  // Memory: every parameter and every value written, once.
-  int64_t task_bytes = 0, graph_bytes = 0;
-  for (int task = 0; task < tasks.num_tasks(); ++task) task_bytes += tasks.memory_bytes(task);
-  for (const graph::Tensor& tensor : lenet.tensors()) {
-    if (tensor.kind != graph::TensorKind::kInput && tensor.kind != graph::TensorKind::kLabel) {
-      graph_bytes += tensor.bytes();
-    }
-  }
-  EXPECT_EQ(task_bytes, graph_bytes);
 }
 
 TEST(TaskGraphTest, AnEdgeCarriesTheForwardTensorAndItsGradientBack) {
@@ -341,9 +334,9 @@ TEST(ListSchedulingTest, HeftInsertsATaskIntoAnIdleGap) {
   b.Relu("heavy1", a);
   b.Relu("heavy2", a);
   b.Relu("light", x);
-  const TestProblem t = MakeProblem(std::move(g), Cpus(2),
-                                    {{"a", 3}, {"heavy1", 10}, {"heavy2", 10}, {"light", 2}},
-                                    sim::LinkSpec{.latency_seconds = 1});
+  const TestProblem t =
+      MakeProblem(std::move(g), Cpus(2), {{"a", 3}, {"heavy1", 10}, {"heavy2", 10}, {"light", 2}},
+                  sim::LinkSpec{.latency_seconds = 1});
   const TaskSchedule schedule = ScheduleHeft(TaskGraph(t.problem()));
   EXPECT_THAT(schedule.device, ElementsAre(0, 0, 1, 1));
   EXPECT_THAT(schedule.start_seconds, ElementsAre(0, 3, 4, 0));
@@ -445,7 +438,6 @@ TEST(MemoryTest, AlgorithmsThatIgnoreMemoryReportAnOverCapacityPlacement) {
     EXPECT_THAT(result.memory_warning,
                 HasSubstr("cpu:0 may run out of memory: its groups need up to 80 bytes, its "
                           "capacity is 48 bytes"));
-    EXPECT_FALSE(sim::Simulator(t.graph, t.devices, *t.costs).Simulate(result.placement).valid);
   }
 }
 
@@ -504,13 +496,15 @@ TEST(PartitionerTest, AFasterDeviceGetsProportionallyMoreWork) {
 
 TEST(PartitionerTest, OneDeviceOrFewerGroupsThanDevices) {
   const TestProblem one = MakeProblem(TwoClusters(), Cpus(1), {}, kCheapLink);
-  const TestProblem many = MakeProblem(Fork(), Cpus(4), {}, kCheapLink);  // 3 groups
+  const TestProblem many = MakeProblem(Fork(), Cpus(4), {}, kCheapLink);   // 3 groups
+  const TestProblem pair = MakeProblem(Wide(2), Cpus(2), {}, kCheapLink);  // as many as devices
   for (const std::string name : {"metis", "scotch"}) {
     SCOPED_TRACE(name);
     EXPECT_THAT(RunBaseline(name, one.problem()).group_devices, Each(0));
     const BaselineResult spread = RunBaseline(name, many.problem());
     EXPECT_LE(DevicesUsed(spread), 3);
     EXPECT_THAT(spread.group_devices, Each(AllOf(testing::Ge(0), testing::Lt(4))));
+    EXPECT_EQ(DevicesUsed(RunBaseline(name, pair.problem())), 2);
   }
 }
 
@@ -529,7 +523,7 @@ Graph BuildModel(const std::string& name) {
   return graph::BuildParallelMlp({.branches = 4});
 }
 
-TEST_P(TrainingStepTest, EveryAlgorithmGivesAValidPlacementNoSlowerThanTheWorstSingleDevice) {
+TEST_P(TrainingStepTest, EveryAlgorithmPlacesValidlyAndLosesToOneDeviceAtMostItsTransfers) {
   const Graph model = BuildModel(GetParam().name);
   const Grouping grouping = graph::OpPerGroup(model);
   const sim::RooflineCostModel costs;
@@ -556,8 +550,20 @@ TEST_P(TrainingStepTest, EveryAlgorithmGivesAValidPlacementNoSlowerThanTheWorstS
     EXPECT_LE(DevicesUsed(result), GetParam().devices);
     const sim::SimulationResult simulated = simulator.Simulate(result.placement);
     ASSERT_TRUE(simulated.valid) << simulated.invalid_reason;
-    EXPECT_LE(simulated.step_seconds, worst_single_device * (1 + 1e-9))
-        << name << " " << simulated.step_seconds << " vs " << worst_single_device;
+    // The simulator never idles while work is ready, so a placement loses at most its transfers
+    // to a single device (all devices are alike).
+    double transfer_seconds = 0;
+    for (const sim::ChannelStats& channel : simulated.transfers)
+      transfer_seconds += channel.seconds;
+    EXPECT_LE(simulated.step_seconds, worst_single_device + transfer_seconds + 1e-12);
+    // The list schedulers weigh transfers against parallelism, so they never lose to a single
+    // device. m-TOPO and the partitioners split by memory or balance alone: on LeNet, a chain,
+    // they pay transfers for no parallelism; only the parallel MLP lets them win.
+    const bool list_scheduler = name == "m-etf" || name == "m-sct" || name == "heft";
+    if (list_scheduler || GetParam().name == "parallel_mlp") {
+      EXPECT_LE(simulated.step_seconds, worst_single_device * (1 + 1e-9))
+          << simulated.step_seconds << " vs " << worst_single_device;
+    }
     // Deterministic: the same placement again.
     EXPECT_EQ(RunBaseline(name, problem).group_devices, result.group_devices);
   }
@@ -571,28 +577,56 @@ INSTANTIATE_TEST_SUITE_P(Models, TrainingStepTest,
                            return info.param.name + "_on_" + std::to_string(info.param.devices);
                          });
 
-// Under capacities that one device cannot meet, the memory-aware algorithms still place LeNet,
-// and the simulator confirms the placement fits.
-TEST(TrainingStepMemoryTest, MemoryAwareAlgorithmsFitLeNetIntoDevicesTooSmallForItAlone) {
-  const Graph model = graph::BuildLeNet({});
+// Capacities below what the parallel MLP needs on one device: the memory-aware algorithms spread
+// it. Under the upper-bound model the simulator is bound to accept their placements; under the
+// default estimate they fit by that estimate.
+TEST(TrainingStepMemoryTest, MemoryAwareAlgorithmsFitAModelIntoDevicesTooSmallForItAlone) {
+  const Graph model = graph::BuildParallelMlp({.branches = 4});
   const Grouping grouping = graph::OpPerGroup(model);
   const sim::RooflineCostModel costs;
-  const PlacementProblem unlimited{&model, &grouping, Cpus(2), &costs};
-  const TaskGraph tasks(unlimited);
-  MemoryLedger ledger(tasks);
-  for (int task = 0; task < tasks.num_tasks(); ++task) ledger.Place(task, 0);
-  const int64_t capacity = ledger.used_bytes(0) * 3 / 5;
-
-  PlacementProblem problem = unlimited;
-  problem.devices = Cpus(2, capacity);
+  PlacementProblem problem{&model, &grouping, Cpus(2), &costs};
+  const int64_t single_device_peak = sim::Simulator(model, problem.devices, costs)
+                                         .Simulate(SingleDevice(problem, 0).placement)
+                                         .peak_memory_bytes[0];
+  problem.devices = Cpus(2, single_device_peak * 7 / 10);
   const sim::Simulator simulator(model, problem.devices, costs);
   EXPECT_FALSE(simulator.Simulate(SingleDevice(problem, 0).placement).valid);
-  for (const BaselineResult& result : {MTopo(problem), MEtf(problem), MSct(problem)}) {
-    SCOPED_TRACE(result.algorithm);
-    EXPECT_THAT(result.memory_warning, IsEmpty());
-    const sim::SimulationResult simulated = simulator.Simulate(result.placement);
-    EXPECT_TRUE(simulated.valid) << simulated.invalid_reason;
+  for (const MemoryModel memory_model :
+       {MemoryModel::kEverythingWritten, MemoryModel::kParametersAndActivations}) {
+    problem.memory_model = memory_model;
+    for (const BaselineResult& result : {MTopo(problem), MEtf(problem), MSct(problem)}) {
+      SCOPED_TRACE(result.algorithm);
+      EXPECT_THAT(result.memory_warning, IsEmpty());
+      EXPECT_EQ(DevicesUsed(result), 2);
+      if (memory_model == MemoryModel::kEverythingWritten) {
+        const sim::SimulationResult simulated = simulator.Simulate(result.placement);
+        EXPECT_TRUE(simulated.valid) << simulated.invalid_reason;
+      }
+    }
   }
+}
+
+// The default estimate leaves gradients out; the upper bound counts them and every copy.
+TEST(TrainingStepMemoryTest, TheUpperBoundCountsGradientsTheEstimateLeavesOut) {
+  const Graph lenet = graph::BuildLeNet({.batch_size = 8});
+  const Grouping grouping = graph::OpPerGroup(lenet);
+  const sim::RooflineCostModel costs;
+  PlacementProblem problem{&lenet, &grouping, Cpus(1), &costs};
+  int64_t parameters = 0, activations = 0, gradients = 0;
+  for (const graph::Tensor& tensor : lenet.tensors()) {
+    if (tensor.kind == graph::TensorKind::kParameter) parameters += tensor.bytes();
+    if (tensor.kind == graph::TensorKind::kActivation) activations += tensor.bytes();
+    if (tensor.kind == graph::TensorKind::kGradient) gradients += tensor.bytes();
+  }
+  auto total = [&](MemoryModel memory_model) {
+    problem.memory_model = memory_model;
+    const TaskGraph tasks(problem);
+    int64_t bytes = 0;
+    for (int task = 0; task < tasks.num_tasks(); ++task) bytes += tasks.memory_bytes(task);
+    return bytes;
+  };
+  EXPECT_EQ(total(MemoryModel::kParametersAndActivations), parameters + activations);
+  EXPECT_EQ(total(MemoryModel::kEverythingWritten), parameters + activations + gradients);
 }
 
 }  // namespace

@@ -65,7 +65,8 @@ class EtfScheduler {
       if (placed == num_tasks_) break;
       const double next = NextEventTime(now);
       if (next == kNever) {
-        throw std::logic_error(fmt::format("{}: no task can start and none is running", algorithm_));
+        throw std::logic_error(
+            fmt::format("{}: no task can start and none is running", algorithm_));
       }
       now = next;
     }
@@ -115,8 +116,8 @@ class EtfScheduler {
         double& ts = ScheduleTs(task, d);
         ts = kNever;
         if (!ledger_.Fits(task, d)) continue;
-        ts = std::max({arrival_[Index(task) * Index(num_devices_) + Index(d)], free_at_[Index(d)],
-                       now});
+        ts = std::max(
+            {arrival_[Index(task) * Index(num_devices_) + Index(d)], free_at_[Index(d)], now});
         fits_somewhere = true;
       }
       if (!fits_somewhere) {
@@ -128,8 +129,8 @@ class EtfScheduler {
     }
   }
 
-  // The latest schedule_ts of `task` over the devices that hold it: once that time has come the task
-  // could have started anywhere, so an awake device must not keep it waiting.
+  // The latest schedule_ts of `task` over the devices that hold it: once that time has come the
+  // task could have started anywhere, so an awake device must not keep it waiting.
   double UrgentTs(int task) const {
     double urgent = 0;
     for (int d = 0; d < num_devices_; ++d) {
@@ -159,7 +160,10 @@ class EtfScheduler {
     for (int task : ready_) {  // ascending, so the first of equal keys wins
       if (ScheduleTs(task, device) == kNever) continue;
       const double k = key(task);
-      if (k < best_key) best = task, best_key = k;
+      if (k < best_key) {
+        best = task;
+        best_key = k;
+      }
     }
     return {best, best_key};
   }
@@ -238,9 +242,9 @@ class EtfScheduler {
   std::vector<double> free_at_;
   std::vector<int> last_task_;
   std::vector<int> unfinished_predecessors_;
-  std::vector<double> arrival_;      // [task * devices + device], set on release
-  std::vector<double> schedule_ts_;  // [task * devices + device], for ready tasks
-  std::vector<int> ready_;           // sorted: a task's number is its topological index
+  std::vector<double> arrival_;            // [task * devices + device], set on release
+  std::vector<double> schedule_ts_;        // [task * devices + device], for ready tasks
+  std::vector<int> ready_;                 // sorted: a task's number is its topological index
   using Running = std::pair<double, int>;  // (end, task)
   std::priority_queue<Running, std::vector<Running>, std::greater<>> running_;
 };
@@ -283,9 +287,8 @@ TaskSchedule ScheduleHeft(const TaskGraph& tasks) {
   // breaks ties in topological order, which keeps the order a valid one.
   std::vector<int> order(Index(num_tasks));
   for (int task = 0; task < num_tasks; ++task) order[Index(task)] = task;
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-    return upward_rank[Index(a)] > upward_rank[Index(b)];
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return upward_rank[Index(a)] > upward_rank[Index(b)]; });
 
   TaskSchedule schedule;
   schedule.device.assign(Index(num_tasks), -1);
@@ -319,9 +322,9 @@ TaskSchedule ScheduleHeft(const TaskGraph& tasks) {
     schedule.start_seconds[Index(task)] = best_start;
     schedule.end_seconds[Index(task)] = best_end;
     auto& intervals = busy[Index(best_device)];
-    intervals.insert(std::upper_bound(intervals.begin(), intervals.end(),
-                                      std::pair(best_start, best_end)),
-                     {best_start, best_end});
+    intervals.insert(
+        std::upper_bound(intervals.begin(), intervals.end(), std::pair(best_start, best_end)),
+        {best_start, best_end});
     schedule.makespan_seconds = std::max(schedule.makespan_seconds, best_end);
   }
   return schedule;

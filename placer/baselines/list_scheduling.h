@@ -18,10 +18,11 @@ struct TaskSchedule {
 
 // Baechi's m-ETF (beomyeol/baechi placer/m_etf.py), event-driven: a task becomes ready when its
 // predecessors have finished. At each moment, for every ready task and every device that can hold
-// it (MemoryLedger), schedule_ts = max(the latest arrival of its inputs on that device, the device's
-// free time); each free device takes its ready task with the smallest (schedule_ts, topological
-// index) if that time has come, and the earliest such pair starts first (ties: the earlier finish,
-// then the lower device index). Time then advances to the next finish or schedule_ts.
+// it (MemoryLedger), schedule_ts = max(the latest arrival of its inputs on that device, the
+// device's free time); each free device takes its ready task with the smallest (schedule_ts,
+// topological index) if that time has come, and the earliest such pair starts first (ties: the
+// earlier finish, then the lower device index). Time then advances to the next finish or
+// schedule_ts.
 //
 // With `favourite_child` (per task, a task or -1; empty for plain m-ETF) the engine applies
 // m-SCT's rule (m_sct.h): a device that has just finished a task whose favourite child is ready and

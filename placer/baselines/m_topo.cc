@@ -30,9 +30,9 @@ BaselineResult MTopo(const PlacementProblem& problem, const MTopoOptions& option
   for (int task = 0; task < tasks.num_tasks(); ++task) {
     while (true) {
       const bool last = device + 1 == devices;
-      const bool over_share = options.uniform && !last &&
-                              own_bytes[static_cast<size_t>(device)] + tasks.memory_bytes(task) >
-                                  share;
+      const bool over_share =
+          options.uniform && !last &&
+          own_bytes[static_cast<size_t>(device)] + tasks.memory_bytes(task) > share;
       const std::string why = ledger.WhyItDoesNotFit(task, device);
       if (!over_share && why.empty()) break;
       if (last) {

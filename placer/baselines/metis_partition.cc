@@ -48,19 +48,18 @@ BaselineResult MetisPartition(const PlacementProblem& problem, const MetisOption
     metis_options[METIS_OPTION_NUMBERING] = 0;
     std::vector<idx_t> part(static_cast<size_t>(num_tasks), 0);
     const int status = METIS_PartGraphKway(&nvtxs, &ncon, xadj.data(), adjncy.data(), vwgt.data(),
-                                           /*vsize=*/nullptr, adjwgt.data(), &nparts,
-                                           tpwgts.data(), &ubvec, metis_options, &objval,
-                                           part.data());
+                                           /*vsize=*/nullptr, adjwgt.data(), &nparts, tpwgts.data(),
+                                           &ubvec, metis_options, &objval, part.data());
     if (status != METIS_OK) {
-      throw BaselineError(fmt::format(
-          "METIS_PartGraphKway failed with status {} on {} tasks into {} parts", status,
-          num_tasks, nparts));
+      throw BaselineError(
+          fmt::format("METIS_PartGraphKway failed with status {} on {} tasks into {} parts", status,
+                      num_tasks, nparts));
     }
     for (int task = 0; task < num_tasks; ++task) {
       const idx_t p = part[static_cast<size_t>(task)];
       if (p < 0 || p >= nparts) {
-        throw BaselineError(fmt::format("METIS_PartGraphKway put task {} in part {} of {}", task,
-                                        p, nparts));
+        throw BaselineError(
+            fmt::format("METIS_PartGraphKway put task {} in part {} of {}", task, p, nparts));
       }
       task_devices[static_cast<size_t>(task)] = devices[static_cast<size_t>(p)];
     }

@@ -58,15 +58,14 @@ PartitionGraph BuildPartitionGraph(const TaskGraph& tasks) {
   }
   double total_bytes = 0;
   for (const auto& [pair, n] : bytes) total_bytes += static_cast<double>(n);
-  const double scale =
-      total_bytes > PartitionGraph::kTotalEdgeWeight
-          ? static_cast<double>(PartitionGraph::kTotalEdgeWeight) / total_bytes
-          : 1.0;
+  const double scale = total_bytes > PartitionGraph::kTotalEdgeWeight
+                           ? static_cast<double>(PartitionGraph::kTotalEdgeWeight) / total_bytes
+                           : 1.0;
 
   std::vector<std::vector<std::pair<int32_t, int32_t>>> adjacency(static_cast<size_t>(num_tasks));
   for (const auto& [pair, n] : bytes) {
-    const auto weight = static_cast<int32_t>(
-        std::max<int64_t>(1, std::llround(static_cast<double>(n) * scale)));
+    const auto weight =
+        static_cast<int32_t>(std::max<int64_t>(1, std::llround(static_cast<double>(n) * scale)));
     adjacency[static_cast<size_t>(pair.first)].push_back({pair.second, weight});
     adjacency[static_cast<size_t>(pair.second)].push_back({pair.first, weight});
   }

@@ -1,5 +1,5 @@
-// Graph partitioning baselines: METIS k-way partitioning and Scotch static mapping of the task graph
-// (task_graph.h) onto the devices. They balance compute and minimise the bytes cut, ignoring
+// Graph partitioning baselines: METIS k-way partitioning and Scotch static mapping of the task
+// graph (task_graph.h) onto the devices. They balance compute and minimise the bytes cut, ignoring
 // precedence (so they are a floor, not competitors: REFERENCES.md 2.4) and memory (an
 // over-capacity placement is reported in memory_warning).
 #pragma once
@@ -49,9 +49,9 @@ struct ScotchOptions {
   double imbalance = 0.05;
 };
 
-// SCOTCH_graphMap onto a weighted complete architecture (SCOTCH_archCmpltw) whose vertex weights are
-// the devices' speed shares, with the default mapping strategy. Run single-threaded in a context of
-// its own with a fixed seed, so the mapping is deterministic.
+// SCOTCH_graphMap onto a weighted complete architecture (SCOTCH_archCmpltw) whose vertex weights
+// are the devices' speed shares, with the default mapping strategy. Run single-threaded in a
+// context of its own with a fixed seed, so the mapping is deterministic.
 BaselineResult ScotchMapping(const PlacementProblem& problem, const ScotchOptions& options = {});
 
 }  // namespace placer::baselines

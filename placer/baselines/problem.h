@@ -50,10 +50,10 @@ class BaselineError : public std::runtime_error {
 };
 
 struct BaselineResult {
-  std::string algorithm;              // "m-ETF", "METIS", ...
-  graph::Placement placement;         // per op, as graph::ToPlacement writes it
-  std::vector<int> group_devices;     // per group of the problem's grouping
-  double seconds_to_place = 0;        // wall time to produce the placement, preprocessing included
+  std::string algorithm;           // "m-ETF", "METIS", ...
+  graph::Placement placement;      // per op, as graph::ToPlacement writes it
+  std::vector<int> group_devices;  // per group of the problem's grouping
+  double seconds_to_place = 0;     // wall time to produce the placement, preprocessing included
   // The makespan of the algorithm's own schedule, for the list schedulers; an estimate under their
   // model (see task_graph.h), not the simulator's step time.
   std::optional<double> estimated_step_seconds;

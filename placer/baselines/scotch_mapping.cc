@@ -69,11 +69,11 @@ BaselineResult ScotchMapping(const PlacementProblem& problem, const ScotchOption
     std::vector<SCOTCH_Num> edlotab(partition_graph.edge_weights.begin(),
                                     partition_graph.edge_weights.end());
     ScotchGraph graph;
-    Check(SCOTCH_graphBuild(&graph.graph, /*baseval=*/0, num_tasks, verttab.data(),
-                            /*vendtab=*/nullptr, velotab.data(), /*vlbltab=*/nullptr,
-                            static_cast<SCOTCH_Num>(edgetab.size()), edgetab.data(),
-                            edlotab.data()),
-          "SCOTCH_graphBuild");
+    Check(
+        SCOTCH_graphBuild(&graph.graph, /*baseval=*/0, num_tasks, verttab.data(),
+                          /*vendtab=*/nullptr, velotab.data(), /*vlbltab=*/nullptr,
+                          static_cast<SCOTCH_Num>(edgetab.size()), edgetab.data(), edlotab.data()),
+        "SCOTCH_graphBuild");
     Check(SCOTCH_graphCheck(&graph.graph), "SCOTCH_graphCheck");
 
     // Device weights: speed shares relative to the slowest device's, in thousandths.
@@ -108,9 +108,8 @@ BaselineResult ScotchMapping(const PlacementProblem& problem, const ScotchOption
     for (int task = 0; task < num_tasks; ++task) {
       const SCOTCH_Num device = parttab[static_cast<size_t>(task)];
       if (device < 0 || device >= num_devices) {
-        throw BaselineError(
-            fmt::format("SCOTCH_graphMap put task {} on terminal {} of {}", task, device,
-                        num_devices));
+        throw BaselineError(fmt::format("SCOTCH_graphMap put task {} on terminal {} of {}", task,
+                                        device, num_devices));
       }
       task_devices[static_cast<size_t>(task)] = device;
     }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <queue>
@@ -27,9 +28,9 @@ size_t Index(int i) { return static_cast<size_t>(i); }
 
 void CheckCost(double seconds, const std::string& what) {
   if (!(seconds >= 0) || !std::isfinite(seconds)) {
-    throw std::invalid_argument(fmt::format(
-        "the cost model gives {} seconds for {}: costs must be non-negative and finite", seconds,
-        what));
+    throw std::invalid_argument(
+        fmt::format("the cost model gives {} seconds for {}: costs must be non-negative and finite",
+                    seconds, what));
   }
 }
 
@@ -48,8 +49,8 @@ void CheckProblem(const PlacementProblem& problem) {
       throw std::invalid_argument(fmt::format("device '{}' is listed twice", device.name));
     }
     if (device.memory_capacity < 0) {
-      throw std::invalid_argument(fmt::format("device '{}' has a negative memory capacity",
-                                              device.name));
+      throw std::invalid_argument(
+          fmt::format("device '{}' has a negative memory capacity", device.name));
     }
   }
   const graph::Graph& g = *problem.graph;
@@ -63,8 +64,8 @@ void CheckProblem(const PlacementProblem& problem) {
   for (int group = 0; group < grouping.num_groups(); ++group) {
     for (OpId op : grouping.members[Index(group)]) {
       if (op < 0 || op >= g.num_ops() || grouping.group_of_op[Index(op)] != group) {
-        throw std::invalid_argument(fmt::format(
-            "group {} lists op {} that the grouping does not put in it", group, op));
+        throw std::invalid_argument(
+            fmt::format("group {} lists op {} that the grouping does not put in it", group, op));
       }
       ++members_seen[Index(group)];
     }
@@ -161,6 +162,7 @@ int64_t TaskEdge::Bytes() const {
 }
 
 TaskGraph::TaskGraph(const PlacementProblem& problem)
+    // The problem is checked before any member reads through its pointers.
     : graph_((CheckProblem(problem), *problem.graph)),
       grouping_(*problem.grouping),
       devices_(problem.devices),
@@ -188,9 +190,8 @@ TaskGraph::TaskGraph(const PlacementProblem& problem)
       if (!tensor.consumers.empty()) source_group[Index(t)] = group_of_op(OwnerOf(g, t));
     } else if (tensor.kind != TensorKind::kInput && tensor.kind != TensorKind::kLabel &&
                !tensor.consumers.empty()) {
-      throw std::invalid_argument(
-          fmt::format("op '{}': input '{}' is dangling: no op produces it",
-                      g.op(tensor.consumers.front()).name, tensor.name));
+      throw std::invalid_argument(fmt::format("op '{}': input '{}' is dangling: no op produces it",
+                                              g.op(tensor.consumers.front()).name, tensor.name));
     }
   }
 
@@ -300,8 +301,8 @@ TaskGraph::TaskGraph(const PlacementProblem& problem)
         }
         for (size_t d = 0; d < devices; ++d) {
           const double seconds = problem.costs->TransferSeconds(bytes, nullptr, devices_[d]);
-          CheckCost(seconds, fmt::format("{} bytes from {} to {}", bytes, sim::kHostName,
-                                         devices_[d].name));
+          CheckCost(seconds,
+                    fmt::format("{} bytes from {} to {}", bytes, sim::kHostName, devices_[d].name));
           compute_seconds_[Index(task) * devices + d] += seconds;
         }
       }
@@ -437,9 +438,8 @@ std::vector<int64_t> MemoryLedger::AddedBytes(int task, int device) const {
   added[Index(device)] += tasks_.memory_bytes(task);
   for (const ForeignRead& read : tasks_.foreign_reads(task)) {
     const bool source_placed_elsewhere =
-        read.source_task == kHostSource ||
-        (device_of_[Index(read.source_task)] != -1 &&
-         device_of_[Index(read.source_task)] != device);
+        read.source_task == kHostSource || (device_of_[Index(read.source_task)] != -1 &&
+                                            device_of_[Index(read.source_task)] != device);
     if (source_placed_elsewhere && !resident_[Index(device)][Index(read.tensor)]) {
       added[Index(device)] += read.bytes;
     }
@@ -469,10 +469,13 @@ std::string MemoryLedger::WhyItDoesNotFit(int task, int device) const {
     const int64_t limit = capacity(d);
     if (limit > 0 && used_bytes(d) + added[Index(d)] > limit) {
       const std::string& name = tasks_.device_names()[Index(d)];
-      const std::string own = d == device ? "" : fmt::format(" (copies of its values read there)");
-      return fmt::format("{} needs {} bytes on {}{}, which has {} of its {} bytes free",
-                         tasks_.Describe(task), added[Index(d)], name, own,
-                         limit - used_bytes(d), limit);
+      const std::string where =
+          d == device ? fmt::format("on {}", name)
+                      : fmt::format("on {} for copies of its values read there, if placed on {}",
+                                    name, tasks_.device_names()[Index(device)]);
+      return fmt::format("{} needs {} bytes {}, which has {} of its {} bytes free",
+                         tasks_.Describe(task), added[Index(d)], where, limit - used_bytes(d),
+                         limit);
     }
   }
   return "";
@@ -483,9 +486,9 @@ void MemoryLedger::Place(int task, int device) {
   for (int d = 0; d < tasks_.num_devices(); ++d) used_bytes_[Index(d)] += added[Index(d)];
   device_of_[Index(task)] = device;
   for (const ForeignRead& read : tasks_.foreign_reads(task)) {
-    const bool source_elsewhere = read.source_task == kHostSource ||
-                                  (device_of_[Index(read.source_task)] != -1 &&
-                                   device_of_[Index(read.source_task)] != device);
+    const bool source_elsewhere =
+        read.source_task == kHostSource || (device_of_[Index(read.source_task)] != -1 &&
+                                            device_of_[Index(read.source_task)] != device);
     if (source_elsewhere) resident_[Index(device)][Index(read.tensor)] = true;
   }
   for (const RemoteReader& reader : tasks_.remote_readers(task)) {
@@ -528,14 +531,15 @@ void CheckMemoryCanFit(const TaskGraph& tasks) {
 
 std::string MemoryWarning(const TaskGraph& tasks, const std::vector<int>& task_devices) {
   MemoryLedger ledger(tasks);
-  for (int task = 0; task < tasks.num_tasks(); ++task) ledger.Place(task, task_devices[Index(task)]);
+  for (int task = 0; task < tasks.num_tasks(); ++task)
+    ledger.Place(task, task_devices[Index(task)]);
   std::vector<std::string> over;
   for (int d = 0; d < tasks.num_devices(); ++d) {
     if (ledger.capacity(d) > 0 && ledger.used_bytes(d) > ledger.capacity(d)) {
-      over.push_back(fmt::format("{} may run out of memory: its groups need up to {} bytes, its "
-                                 "capacity is {} bytes",
-                                 tasks.device_names()[Index(d)], ledger.used_bytes(d),
-                                 ledger.capacity(d)));
+      over.push_back(
+          fmt::format("{} may run out of memory: its groups need up to {} bytes, its "
+                      "capacity is {} bytes",
+                      tasks.device_names()[Index(d)], ledger.used_bytes(d), ledger.capacity(d)));
     }
   }
   return fmt::format("{}", fmt::join(over, "; "));

@@ -8,9 +8,9 @@
 //   tensors it reads from host memory. Baechi places forward ops the same way.
 // - An edge u -> v carries the tensors u's ops produce (or the parameters u owns) that v's ops
 //   read, and the gradients of those tensors flowing back from v to u. Its time between devices
-//   a and b is every forward tensor's transfer a -> b plus every gradient's b -> a, each by the cost
-//   model (so each pays the link's latency). The list schedulers treat it as the delay between u's
-//   end and v's start: the classic macro-dataflow model of ETF and HEFT, without channel
+//   a and b is every forward tensor's transfer a -> b plus every gradient's b -> a, each by the
+//   cost model (so each pays the link's latency). The list schedulers treat it as the delay between
+//   u's end and v's start: the classic macro-dataflow model of ETF and HEFT, without channel
 //   contention or caching of a tensor that two tasks on one device read.
 // - Gradients between tasks with no forward edge (data-parallel replicas adding each other's
 //   gradients) are side traffic: the partitioners weigh them, the schedulers ignore them, since
