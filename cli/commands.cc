@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "cli/inspect.h"
+#include "cli/compare_command.h"
 #include "cli/model_factory.h"
 #include "cli/search_command.h"
 #include "config/config.h"
@@ -256,6 +257,10 @@ void RegisterCommands(CLI::App& app, Commands& c) {
       app, c, "search", "learn a placement (REINFORCE on measured or simulated step times)",
       RunSearchCommand);
   search->add_flag("--resume", c.resume, "continue the search checkpointed in output.directory");
+  AddConfigCommand(app, c, "compare",
+                   "single device, data parallel, expert, m-TOPO/m-ETF/m-SCT, HEFT, METIS, "
+                   "Scotch, random and learned search, evaluated alike: report.md and report.html",
+                   RunCompareCommand);
   CLI::App* train = AddConfigCommand(
       app, c, "train", "train on Fashion-MNIST under a placement, report test accuracy", Train);
   train->add_option("-p,--placement", c.placement_path, "placement YAML (op name -> device)");

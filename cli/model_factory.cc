@@ -55,10 +55,12 @@ graph::ForwardBuilder ForwardBuilderFor(const config::Config& config) {
 }
 
 std::unique_ptr<sim::CostModel> CostModelFor(const config::Config& config) {
-  if (config.simulation.profile.empty()) return std::make_unique<sim::RooflineCostModel>();
+  sim::RooflineOptions roofline;
+  if (config.simulation.gpu_link == "nvlink") roofline.gpu_to_gpu = sim::LinkPresets::Nvlink();
+  if (config.simulation.profile.empty()) return std::make_unique<sim::RooflineCostModel>(roofline);
   try {
-    return std::make_unique<sim::ProfiledCostModel>(
-        sim::ProfiledCostModel::Load(config.simulation.profile));
+    return std::make_unique<sim::ProfiledCostModel>(sim::ProfiledCostModel::Load(
+        config.simulation.profile, sim::RooflineCostModel(roofline)));
   } catch (const sim::ProfileError& error) {
     throw InputError(fmt::format("simulation.profile: {}", error.what()));
   }

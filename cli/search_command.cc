@@ -31,6 +31,8 @@ void OnSignal(int signal) {
   std::signal(signal, SIG_DFL);
 }
 
+}  // namespace
+
 std::unique_ptr<runtime::Evaluator> MakeEvaluator(const config::Config& config,
                                                   const graph::Graph& graph,
                                                   const runtime::DeviceSet& devices,
@@ -45,6 +47,8 @@ std::unique_ptr<runtime::Evaluator> MakeEvaluator(const config::Config& config,
                                   .time_limit_seconds = config.measurement.time_limit_seconds,
                                   .seed = config.model.init_seed});
 }
+
+namespace {
 
 struct Row {
   std::string method;
@@ -69,15 +73,9 @@ std::string SummaryTable(const std::vector<Row>& rows, double reference_seconds)
 
 }  // namespace
 
-int RunSearchCommand(const Commands& c) {
-  config::Config config = config::LoadConfig(c.config_path);
-  graph::Graph graph = BuildModel(config);
-  runtime::DeviceSet devices = runtime::ResolveDevices(config);
-  const std::vector<std::string> names = runtime::DeviceNames(devices);
-  graph::Grouping grouping = graph::OpPerGroup(graph);
-  std::unique_ptr<sim::CostModel> costs = CostModelFor(config);
-  std::unique_ptr<runtime::Evaluator> evaluator = MakeEvaluator(config, graph, devices, *costs);
-
+search::SearchOptions SearchOptionsFor(const config::Config& config, const graph::Graph& graph,
+                                       const graph::Grouping& grouping,
+                                       const std::vector<std::string>& names) {
   const config::SearchConfig& s = config.search;
   search::SearchOptions options;
   options.policy_steps = s.policy_steps;
@@ -95,10 +93,7 @@ int RunSearchCommand(const Commands& c) {
   options.reinforce.baseline_decay = s.baseline_decay;
   options.reinforce.samples_per_step = s.samples_per_step;
   options.run_dir = config.output.directory;
-  options.resume = c.resume;
   options.model_name = config.model.builtin;
-  options.progress = true;
-  options.stop_requested = &g_stop_requested;
   // Start from the best of the obvious placements: every op on one device, and (with replicas)
   // replica r on device r mod D, which is data parallelism.
   for (size_t d = 0; d < names.size(); ++d) {
@@ -114,6 +109,23 @@ int RunSearchCommand(const Commands& c) {
     }
     options.warm_start.push_back(std::move(by_replica));
   }
+  return options;
+}
+
+int RunSearchCommand(const Commands& c) {
+  config::Config config = config::LoadConfig(c.config_path);
+  graph::Graph graph = BuildModel(config);
+  runtime::DeviceSet devices = runtime::ResolveDevices(config);
+  const std::vector<std::string> names = runtime::DeviceNames(devices);
+  graph::Grouping grouping = graph::OpPerGroup(graph);
+  std::unique_ptr<sim::CostModel> costs = CostModelFor(config);
+  std::unique_ptr<runtime::Evaluator> evaluator = MakeEvaluator(config, graph, devices, *costs);
+
+  search::SearchOptions options = SearchOptionsFor(config, graph, grouping, names);
+  options.resume = c.resume;
+  options.progress = true;
+  options.stop_requested = &g_stop_requested;
+  const config::SearchConfig& s = config.search;
 
   std::cout << fmt::format(
       "placer search: {}{} ({} groups), devices {}, {} evaluator; budget {} policy steps x {} "

@@ -324,9 +324,16 @@ SearchConfig ReadSearch(const Value& value) {
 }
 
 SimulationConfig ReadSimulation(const Value& value) {
-  Mapping mapping(value, {"profile"});
+  Mapping mapping(value, {"profile", "gpu_link"});
   SimulationConfig simulation;
   if (const Value* profile = mapping.Find("profile")) simulation.profile = ToString(*profile);
+  if (const Value* link = mapping.Find("gpu_link")) {
+    simulation.gpu_link = ToString(*link);
+    if (simulation.gpu_link != "pcie" && simulation.gpu_link != "nvlink") {
+      link->Fail(fmt::format("unknown link {}; expected 'pcie' or 'nvlink'",
+                             Quote(simulation.gpu_link)));
+    }
+  }
   return simulation;
 }
 

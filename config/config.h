@@ -91,6 +91,9 @@ struct SimulationConfig {
   // simulation.profile: a cost profile written by `placer profile`, relative to the config file;
   // empty: the analytic roofline model.
   std::filesystem::path profile;
+  // simulation.gpu_link: "pcie" (PCIe 4.0 x16) or "nvlink" (NVLink 4) between GPUs, for the
+  // roofline model.
+  std::string gpu_link = "pcie";
 };
 
 struct OutputConfig {

@@ -49,8 +49,14 @@ std::string Where(const std::filesystem::path& file, const YAML::Node& node) {
   return fmt::format("{}:{}", file.string(), node.Mark().line + 1);
 }
 
+// A device by name ("cpu:1") or by position in the device list ("1"), so that hand-written
+// placements can be shared between machines.
 int DeviceIndex(const std::vector<std::string>& devices, const std::string& name,
                 const std::string& where, const std::string& key) {
+  if (!name.empty() && name.find_first_not_of("0123456789") == std::string::npos &&
+      name.size() < 6 && std::stoi(name) < static_cast<int>(devices.size())) {
+    return std::stoi(name);
+  }
   auto it = std::find(devices.begin(), devices.end(), name);
   if (it == devices.end()) {
     throw PlacementError(fmt::format("{}: {}: unknown device '{}'; the devices are: {}", where,

@@ -28,6 +28,7 @@ std::vector<int> ExpandPlacement(const Graph& graph, const Placement& placement)
 //   devices: [cpu:0, cpu:1]     # optional; defaults to the devices given to the reader
 //   default: cpu:0              # optional; for ops not listed
 //   placement: {conv1: cpu:0, conv2: cpu:1, ...}   # forward op name -> device
+// A device may also be given by its position in the device list (0, 1, ...).
 // Reading checks every op name and device and names the file, key and line on error
 // (PlacementError). Writing is atomic (temporary file, then rename).
 class PlacementError : public std::runtime_error {

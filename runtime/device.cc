@@ -81,11 +81,17 @@ DeviceSet ResolveDevices(const config::Config& config) {
     Device device = ParseDevice(entry.name);
     device.threads = entry.threads;
     if (device.type == DeviceType::kCuda) {
+      if (device.index >= gpus && config.search.evaluator == "simulated") {
+        device.memory_capacity = entry.memory_bytes.value_or(int64_t{141} * 1000 * 1000 * 1000);
+        devices.push_back(device);
+        continue;
+      }
       if (device.index >= gpus) {
         throw config::ConfigError(
             config.source.string(), entry.line, 1, fmt::format("devices[{}]", i),
             fmt::format("device '{}' is not present: this machine has {} CUDA GPU{}", entry.name,
-                        gpus, gpus == 1 ? "" : "s"));
+                        gpus, gpus == 1 ? "" : "s") +
+                "; a simulated search (search.evaluator: simulated) may use absent GPUs");
       }
       device.memory_capacity = CudaMemoryBytes(device.index);
     } else {

@@ -30,7 +30,9 @@ int NumCudaDevicesPresent();  // 0 on a machine without a usable GPU
 DeviceSet DetectDevices();
 
 // The configured devices, checked against the machine: a CUDA device that is not present is a
-// config::ConfigError naming the file, key and line.
+// config::ConfigError naming the file, key and line, unless the config's evaluator is the
+// simulator, which may place on clusters larger than the machine (an absent GPU then gets the
+// configured memory, or an H200's 141 GB).
 DeviceSet ResolveDevices(const config::Config& config);
 
 }  // namespace placer::runtime

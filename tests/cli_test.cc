@@ -117,6 +117,32 @@ TEST(CliTest, UnknownSubcommandIsAUsageError) {
   EXPECT_NE(r.exit_code, 0);
 }
 
+TEST(CliTest, CompareEvaluatesEveryMethodAndWritesTheReports) {
+  auto dir = std::filesystem::temp_directory_path() / "placer_cli_test_compare";
+  std::filesystem::remove_all(dir);
+  // Simulated GPUs the machine does not have, and the shipped expert placement.
+  std::string config = WriteTemp("compare.yaml", "model:\n  builtin: lenet\n"
+                                                 "devices: [cuda:0, cuda:1, cpu:0]\n"
+                                                 "search:\n  evaluator: simulated\n"
+                                                 "  policy_steps: 5\noutput:\n  directory: " +
+                                                     dir.string() + "\n");
+  std::filesystem::create_directories(std::filesystem::path(config).parent_path() / "experts");
+  std::filesystem::copy_file(std::string(PLACER_SOURCE_DIR) + "/configs/experts/lenet.yaml",
+                             std::filesystem::path(config).parent_path() / "experts/lenet.yaml",
+                             std::filesystem::copy_options::overwrite_existing);
+  Result r = RunPlacer("compare --config " + config);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* method : {"single device cuda:0", "data parallel", "expert (lenet.yaml)",
+                             "m-TOPO", "m-ETF", "m-SCT", "HEFT", "METIS", "Scotch", "learned (",
+                             "random search (", "lower bound"}) {
+    EXPECT_THAT(r.output, HasSubstr(method));
+  }
+  std::ifstream html(dir / "report.html");
+  std::string text((std::istreambuf_iterator<char>(html)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, AllOf(HasSubstr("<svg"), HasSubstr("lower bound"), HasSubstr("m-SCT")));
+  EXPECT_TRUE(std::filesystem::exists(dir / "report.md"));
+}
+
 TEST(CliTest, ProfileFeedsTheSimulatorThatEvaluateCompares) {
   auto dir = std::filesystem::temp_directory_path() / "placer_cli_test_profile";
   std::filesystem::remove_all(dir);
