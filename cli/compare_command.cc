@@ -6,9 +6,11 @@
 #include <chrono>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "cli/model_factory.h"
 #include "cli/search_command.h"
+#include "cli/side_by_side.h"
 #include "graph/data_parallel.h"
 #include "graph/grouping.h"
 #include "placer/baselines/baselines.h"
@@ -56,45 +58,54 @@ int RunCompareCommand(const Commands& c) {
   std::cout << fmt::format("placer compare: {} on {}, {} evaluator\n", report.model,
                            fmt::join(names, ", "), report.evaluator);
 
-  // Placements that need no search.
+  // Every placement is produced first, then all are evaluated side by side.
+  struct Pending {
+    std::string method;
+    double seconds_to_produce = 0;
+    std::optional<size_t> index;  // into the side-by-side results; none when production failed
+    std::string error;
+  };
+  std::vector<Pending> pending;
+  SideBySide side_by_side;
   for (size_t d = 0; d < names.size(); ++d) {
-    report.rows.push_back(RowOf(
-        "single device " + names[d],
-        single_evaluator->Evaluate(graph::Placement::AllOn(single, names, static_cast<int>(d))), 0));
+    pending.push_back({"single device " + names[d], 0,
+                       side_by_side.Add(*single_evaluator, graph::Placement::AllOn(
+                                                               single, names, static_cast<int>(d))),
+                       ""});
   }
+  std::unique_ptr<runtime::Evaluator> dp_evaluator;
+  std::optional<graph::DataParallelGraph> dp;
   if (names.size() > 1) {
-    graph::DataParallelGraph dp = graph::BuildDataParallel(
-        ForwardBuilderFor(config), config.model.batch_size, names,
-        std::vector<double>(names.size(), 1.0), config.model.learning_rate);
-    std::unique_ptr<runtime::Evaluator> dp_evaluator = MakeEvaluator(config, dp.graph, devices, *costs);
-    report.rows.push_back(RowOf(fmt::format("data parallel ({})", fmt::join(dp.shard_sizes, "/")),
-                                dp_evaluator->Evaluate(dp.placement), 0));
+    dp = graph::BuildDataParallel(ForwardBuilderFor(config), config.model.batch_size, names,
+                                  std::vector<double>(names.size(), 1.0),
+                                  config.model.learning_rate);
+    dp_evaluator = MakeEvaluator(config, dp->graph, devices, *costs);
+    pending.push_back({fmt::format("data parallel ({})", fmt::join(dp->shard_sizes, "/")), 0,
+                       side_by_side.Add(*dp_evaluator, dp->placement), ""});
   }
   std::filesystem::path expert =
       config.source.parent_path() / "experts" / (config.model.builtin + ".yaml");
   if (std::filesystem::exists(expert)) {
     try {
-      report.rows.push_back(RowOf("expert (" + expert.filename().string() + ")",
-                                  single_evaluator->Evaluate(
-                                      graph::ReadPlacementYaml(expert, single, names)),
-                                  0));
+      pending.push_back({"expert (" + expert.filename().string() + ")", 0,
+                         side_by_side.Add(*single_evaluator,
+                                          graph::ReadPlacementYaml(expert, single, names)),
+                         ""});
     } catch (const graph::PlacementError& error) {
-      report.rows.push_back(InvalidRow("expert", error.what(), 0));
+      pending.push_back({"expert", 0, std::nullopt, error.what()});
     }
   }
   // Algorithms, on the model as configured (replicas included).
   baselines::PlacementProblem problem{&model, &grouping, devices, costs.get()};
   for (const std::string& name : baselines::BaselineNames()) {
-    std::cout << "  " << name << "..." << std::flush;
     try {
       baselines::BaselineResult result = baselines::RunBaseline(name, problem);
-      report.rows.push_back(
-          RowOf(result.algorithm, evaluator->Evaluate(result.placement), result.seconds_to_place));
+      pending.push_back({result.algorithm, result.seconds_to_place,
+                         side_by_side.Add(*evaluator, result.placement), ""});
     } catch (const baselines::BaselineError& error) {
-      report.rows.push_back(InvalidRow(name, error.what(), 0));
+      pending.push_back({name, 0, std::nullopt, error.what()});
     }
   }
-  std::cout << '\n';
 
   // The learned search: continued from output.directory when a run is there (a finished one
   // returns at once), otherwise run now.
@@ -108,21 +119,28 @@ int RunCompareCommand(const Commands& c) {
     throw InputError(error.what());
   }
   report.learned_curve = learned.curve;
-  if (learned.found_valid) {
-    report.rows.push_back(RowOf(fmt::format("learned ({} evaluations)", learned.evaluations),
-                                evaluator->Evaluate(learned.best), learned.wall_seconds));
-  } else {
-    report.rows.push_back(InvalidRow("learned", "no valid placement found", learned.wall_seconds));
-  }
+  pending.push_back({fmt::format("learned ({} evaluations)", learned.evaluations),
+                     learned.wall_seconds,
+                     learned.found_valid ? std::optional(side_by_side.Add(*evaluator, learned.best))
+                                         : std::nullopt,
+                     "no valid placement found"});
   search::SearchOutcome random = search::RandomSearch(model, grouping, *evaluator, names,
                                                       std::max(1, learned.evaluations),
                                                       config.search.seed);
   report.random_curve = random.curve;
-  if (random.found_valid) {
-    report.rows.push_back(RowOf(fmt::format("random search ({} evaluations)", random.evaluations),
-                                evaluator->Evaluate(random.best), random.wall_seconds));
-  } else {
-    report.rows.push_back(InvalidRow("random search", "no valid placement found", random.wall_seconds));
+  pending.push_back({fmt::format("random search ({} evaluations)", random.evaluations),
+                     random.wall_seconds,
+                     random.found_valid ? std::optional(side_by_side.Add(*evaluator, random.best))
+                                        : std::nullopt,
+                     "no valid placement found"});
+
+  const int rounds = RoundsFor(*evaluator);
+  std::cout << fmt::format("evaluating {} placements side by side, {} round{}\n", pending.size(),
+                           rounds, rounds == 1 ? "" : "s");
+  std::vector<runtime::EvaluationResult> results = side_by_side.Run(rounds);
+  for (const Pending& p : pending) {
+    report.rows.push_back(p.index ? RowOf(p.method, results[*p.index], p.seconds_to_produce)
+                                  : InvalidRow(p.method, p.error, p.seconds_to_produce));
   }
 
   std::cout << '\n' << search::ReportTable(report);

@@ -129,9 +129,11 @@ RunState LoadCheckpoint(const std::filesystem::path& file, Reinforce& learner) {
   }
 }
 
-void WriteBest(const std::filesystem::path& dir, const graph::Graph& graph,
-               const graph::Placement& placement, const std::string& model, double seconds,
-               const std::string& evaluator) {
+}  // namespace
+
+void WriteBestPlacement(const std::filesystem::path& dir, const graph::Graph& graph,
+                        const graph::Placement& placement, const std::string& model,
+                        double seconds, const std::string& evaluator) {
   std::string yaml = fmt::format("# best placement found by placer search: {:.3f} ms per step ({})\n"
                                  "model: {}\nstep_time_seconds: {}\n",
                                  seconds * 1e3, evaluator, model, seconds) +
@@ -140,8 +142,6 @@ void WriteBest(const std::filesystem::path& dir, const graph::Graph& graph,
   proto::WritePlacementProto(dir / "best_placement.pb", dir / "best_placement.pbtxt", graph,
                              placement, {model, seconds, evaluator});
 }
-
-}  // namespace
 
 SearchOutcome RunSearch(const graph::Graph& graph, const graph::Grouping& grouping,
                         runtime::Evaluator& evaluator, const std::vector<std::string>& devices,
@@ -218,7 +218,7 @@ SearchOutcome RunSearch(const graph::Graph& graph, const graph::Grouping& groupi
       state.best_seconds = v.seconds;
       state.best = sample;
       if (writes) {
-        WriteBest(o.run_dir, graph, graph::ToPlacement(graph, grouping, sample, devices),
+        WriteBestPlacement(o.run_dir, graph, graph::ToPlacement(graph, grouping, sample, devices),
                   o.model_name, v.seconds, evaluator.name());
       }
     }
@@ -311,6 +311,14 @@ SearchOutcome RunSearch(const graph::Graph& graph, const graph::Grouping& groupi
   outcome.evaluations = state.evaluations;
   outcome.wall_seconds = elapsed();
   outcome.curve = state.curve;
+  std::vector<std::pair<double, std::string>> ranked;
+  for (const auto& [key, verdict] : state.cache) {
+    if (verdict.valid) ranked.emplace_back(verdict.seconds, key);
+  }
+  std::sort(ranked.begin(), ranked.end());
+  for (size_t i = 0; i < std::min<size_t>(3, ranked.size()); ++i) {
+    outcome.top_candidates.emplace_back(ranked[i].second.begin(), ranked[i].second.end());
+  }
   outcome.found_valid = std::isfinite(state.best_seconds);
   if (outcome.found_valid) {
     outcome.best_group_devices = state.best;

@@ -56,7 +56,16 @@ struct SearchOutcome {
   graph::Placement best;
   double best_seconds = 0;
   std::vector<CurvePoint> curve;
+  // The best few distinct valid placements (device per group), fastest first: a measured search
+  // picks its best from single noisy measurements, so the caller re-measures these side by side
+  // before declaring a winner.
+  std::vector<std::vector<int>> top_candidates;
 };
+
+// best_placement.yaml, .pb and .pbtxt in `dir`, each written atomically.
+void WriteBestPlacement(const std::filesystem::path& dir, const graph::Graph& graph,
+                        const graph::Placement& placement, const std::string& model,
+                        double seconds, const std::string& evaluator);
 
 // Outputs in run_dir: search.csv (one row per sample), best_placement.yaml/.pb/.pbtxt,
 // events.out.tfevents.* (TensorBoard), checkpoint.pt. All files but the append-only logs are

@@ -72,7 +72,7 @@ TEST(CliTest, SimulatedSearchWritesItsOutputsAndRefusesToOverwriteThem) {
                      "output:\n  directory: " + dir.string() + "\n");
   Result r = RunPlacer("search --config " + path);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_THAT(r.output, AllOf(HasSubstr("learned (best found)"), HasSubstr("data parallel")));
+  EXPECT_THAT(r.output, AllOf(HasSubstr("learned (best of"), HasSubstr("data parallel")));
   for (const char* file : {"best_placement.yaml", "best_placement.pb", "best_placement.pbtxt",
                            "search.csv", "summary.md", "checkpoint.pt"}) {
     EXPECT_TRUE(std::filesystem::exists(dir / file)) << file;
