@@ -11,27 +11,15 @@
 #include <string>
 #include <vector>
 
+#include "tests/support.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-struct Result {
-  int exit_code;
-  std::string output;
-};
-
-Result RunPlacer(const std::string& args) {
-  std::string command = std::string(PLACER_BINARY) + " " + args + " 2>&1 </dev/null";
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return {-1, "popen failed"};
-  std::string output;
-  std::array<char, 4096> buffer;
-  size_t n;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) output.append(buffer.data(), n);
-  int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
+using Result = placer::test_support::CommandResult;
+using placer::test_support::RunPlacer;
 
 // A case: files to write into a fresh directory ($D stands for it in contents and arguments),
 // the arguments, and what the message must contain.

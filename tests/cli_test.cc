@@ -9,26 +9,14 @@
 #include <fstream>
 #include <string>
 
+#include "tests/support.h"
+
 namespace {
 
 using ::testing::HasSubstr;
 
-struct Result {
-  int exit_code;
-  std::string output;  // stdout and stderr together
-};
-
-Result RunPlacer(const std::string& args) {
-  std::string command = std::string(PLACER_BINARY) + " " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return {-1, "popen failed"};
-  std::string output;
-  std::array<char, 4096> buffer;
-  size_t n;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) output.append(buffer.data(), n);
-  int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
+using Result = placer::test_support::CommandResult;
+using placer::test_support::RunPlacer;
 
 std::string DefaultConfig() { return std::string(PLACER_SOURCE_DIR) + "/configs/lenet.yaml"; }
 

@@ -17,19 +17,14 @@
 #include "runtime/executor.h"
 #include "runtime/measured_evaluator.h"
 #include "runtime/trace.h"
+#include "tests/support.h"
 
 namespace placer::runtime {
 namespace {
 
 using ::testing::HasSubstr;
 
-DeviceSet CpuWorkers(int count, int64_t capacity = 0) {
-  DeviceSet devices;
-  for (int i = 0; i < count; ++i) {
-    devices.push_back({"cpu:" + std::to_string(i), DeviceType::kCpu, i, 1, capacity});
-  }
-  return devices;
-}
+using placer::test_support::CpuWorkers;
 
 // The d2l LeNet training step written directly in LibTorch: the reference every placement must
 // reproduce.

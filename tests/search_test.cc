@@ -15,17 +15,12 @@
 #include "proto/writers.h"
 #include "runtime/sim/cost_model.h"
 #include "runtime/sim/simulated_evaluator.h"
+#include "tests/support.h"
 
 namespace placer::search {
 namespace {
 
-runtime::DeviceSet CpuWorkers(int count) {
-  runtime::DeviceSet devices;
-  for (int i = 0; i < count; ++i) {
-    devices.push_back({"cpu:" + std::to_string(i), runtime::DeviceType::kCpu, i, 1, 0});
-  }
-  return devices;
-}
+using placer::test_support::CpuWorkers;
 
 // Two independent heavy towers on two devices joined by a slow link: the best placement runs the
 // towers side by side and crosses devices as little as possible. Small enough (15 groups) for the

@@ -4,17 +4,12 @@
 #include "graph/data_parallel.h"
 #include "graph/models.h"
 #include "runtime/trainer.h"
+#include "tests/support.h"
 
 namespace placer::runtime {
 namespace {
 
-DeviceSet CpuWorkers(int count) {
-  DeviceSet devices;
-  for (int i = 0; i < count; ++i) {
-    devices.push_back({"cpu:" + std::to_string(i), DeviceType::kCpu, i, 1, 0});
-  }
-  return devices;
-}
+using placer::test_support::CpuWorkers;
 
 // LeNet with a larger initial scale than the chapter's, so that 10 steps already learn something
 // measurable (with N(0, 0.01^2) the first epoch stays near chance). The run is short on purpose:
