@@ -71,12 +71,13 @@ void Run(const std::string& name, const graph::Graph& g, int placements) {
   }
   std::vector<double> sorted = errors;
   std::sort(sorted.begin(), sorted.end());
-  fmt::print("{:<34} {:>4} placements  median |sim-meas|/meas {:>6.1f}%  p90 {:>6.1f}%  "
-             "Spearman {:.3f}  (measured {:.1f}..{:.1f} ms)\n",
-             name, errors.size(), 100 * sorted[sorted.size() / 2],
-             100 * sorted[sorted.size() * 9 / 10], Spearman(sim_times, real_times),
-             1e3 * *std::min_element(real_times.begin(), real_times.end()),
-             1e3 * *std::max_element(real_times.begin(), real_times.end()));
+  fmt::print(
+      "{:<34} {:>4} placements  median |sim-meas|/meas {:>6.1f}%  p90 {:>6.1f}%  "
+      "Spearman {:.3f}  (measured {:.1f}..{:.1f} ms)\n",
+      name, errors.size(), 100 * sorted[sorted.size() / 2], 100 * sorted[sorted.size() * 9 / 10],
+      Spearman(sim_times, real_times),
+      1e3 * *std::min_element(real_times.begin(), real_times.end()),
+      1e3 * *std::max_element(real_times.begin(), real_times.end()));
 }
 
 }  // namespace
@@ -85,8 +86,12 @@ int main(int argc, char** argv) {
   const int placements = argc > 1 ? std::stoi(argv[1]) : 30;
   Run("LeNet, batch 256", graph::BuildLeNet({}), placements);
   Run("parallel MLP 2 x 3 x 512, batch 256",
-      graph::BuildParallelMlp({.batch_size = 256, .in_features = 256, .width = 512, .depth = 3,
-                               .branches = 2, .classes = 10}),
+      graph::BuildParallelMlp({.batch_size = 256,
+                               .in_features = 256,
+                               .width = 512,
+                               .depth = 3,
+                               .branches = 2,
+                               .classes = 10}),
       placements);
   return 0;
 }

@@ -55,13 +55,15 @@ double PlainLeNetStepSeconds(const graph::Graph& g, int warmup, int steps) {
     h = at::conv2d(h, params[2], params[3]);
     h = at::avg_pool2d(at::relu(h), {2, 2}, {2, 2});
     h = at::relu(at::linear(h.flatten(1), params[4], params[5]));
-    at::Tensor loss = at::cross_entropy_loss(at::linear(h, params[6], params[7]), batch.at("labels"));
+    at::Tensor loss =
+        at::cross_entropy_loss(at::linear(h, params[6], params[7]), batch.at("labels"));
     std::vector<at::Tensor> grads = torch::autograd::grad({loss}, params);
     {
       at::NoGradGuard no_grad;
       for (size_t i = 0; i < params.size(); ++i) params[i].sub_(grads[i], 0.2);
     }
-    if (step >= warmup) times.push_back(std::chrono::duration<double>(Clock::now() - begin).count());
+    if (step >= warmup)
+      times.push_back(std::chrono::duration<double>(Clock::now() - begin).count());
   }
   return Median(times);
 }
@@ -81,16 +83,20 @@ int main(int argc, char** argv) {
   at::set_num_threads(1);  // the plain step gets the same one-thread budget as a worker
 
   graph::Graph lenet = graph::BuildLeNet({});
-  graph::ParallelMlpOptions mlp_options{.batch_size = 256, .in_features = 1024, .width = 1024,
-                                        .depth = 4, .branches = 2, .classes = 10};
+  graph::ParallelMlpOptions mlp_options{.batch_size = 256,
+                                        .in_features = 1024,
+                                        .width = 1024,
+                                        .depth = 4,
+                                        .branches = 2,
+                                        .classes = 10};
   graph::Graph mlp = graph::BuildParallelMlp(mlp_options);
   graph::Placement mlp_split = graph::Placement::AllOn(mlp, {"cpu:0", "cpu:1"}, 0);
   for (graph::OpId id : mlp.OpsInPhase(graph::Phase::kForward)) {
     if (mlp.op(id).name.starts_with("tower1.")) mlp_split.device_of_op[static_cast<size_t>(id)] = 1;
   }
   auto lenet_forward = [](int64_t batch, int64_t normalizer) {
-    return graph::BuildLeNet({.batch_size = batch, .loss_normalizer = normalizer,
-                              .training_step = false});
+    return graph::BuildLeNet(
+        {.batch_size = batch, .loss_normalizer = normalizer, .training_step = false});
   };
   graph::DataParallelGraph dp2 =
       graph::BuildDataParallel(lenet_forward, 256, {"cpu:0", "cpu:1"}, {1, 1}, 0.2);
@@ -100,7 +106,8 @@ int main(int argc, char** argv) {
   for (int round = 0; round < rounds; ++round) {
     plain.push_back(PlainLeNetStepSeconds(lenet, 3, 5));
     executor.push_back(Measure(lenet, Workers(1), graph::Placement::AllOn(lenet, {"cpu:0"}, 0), 5));
-    together.push_back(Measure(mlp, Workers(2), graph::Placement::AllOn(mlp, {"cpu:0", "cpu:1"}, 0), 5));
+    together.push_back(
+        Measure(mlp, Workers(2), graph::Placement::AllOn(mlp, {"cpu:0", "cpu:1"}, 0), 5));
     split.push_back(Measure(mlp, Workers(2), mlp_split, 5));
     data1.push_back(Measure(dp1.graph, Workers(1), dp1.placement, 5));
     data2.push_back(Measure(dp2.graph, Workers(2), dp2.placement, 5));

@@ -26,8 +26,12 @@ double BestAt(const search::SearchOutcome& o, int evaluations) {
 }
 
 void Run(int branches, int policy_steps) {
-  graph::Graph g = graph::BuildParallelMlp({.batch_size = 64, .in_features = 64, .width = 512,
-                                            .depth = 3, .branches = branches, .classes = 10});
+  graph::Graph g = graph::BuildParallelMlp({.batch_size = 64,
+                                            .in_features = 64,
+                                            .width = 512,
+                                            .depth = 3,
+                                            .branches = branches,
+                                            .classes = 10});
   graph::Grouping grouping = graph::OpPerGroup(g);
   runtime::DeviceSet devices;
   for (int i = 0; i < branches; ++i) {
@@ -39,9 +43,10 @@ void Run(int branches, int policy_steps) {
   sim::SimulatedEvaluator evaluator(g, devices, costs);
   const auto names = runtime::DeviceNames(devices);
   double single = evaluator.Evaluate(graph::Placement::AllOn(g, names, 0)).step_seconds;
-  fmt::print("\n{} towers on {} devices, {} groups; single device {:.3f} ms, lower bound {:.3f} ms\n",
-             branches, branches, grouping.num_groups(), single * 1e3,
-             evaluator.lower_bound().seconds * 1e3);
+  fmt::print(
+      "\n{} towers on {} devices, {} groups; single device {:.3f} ms, lower bound {:.3f} ms\n",
+      branches, branches, grouping.num_groups(), single * 1e3,
+      evaluator.lower_bound().seconds * 1e3);
   std::vector<double> learned, random;
   for (uint64_t seed = 1; seed <= 5; ++seed) {
     search::SearchOptions o;

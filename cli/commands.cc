@@ -1,16 +1,15 @@
 #include "cli/commands.h"
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
+#include <iostream>
 #include <optional>
 
-#include <iostream>
-
-#include "cli/inspect.h"
 #include "cli/compare_command.h"
+#include "cli/inspect.h"
 #include "cli/model_factory.h"
 #include "cli/search_command.h"
 #include "config/config.h"
@@ -82,8 +81,8 @@ void PrintEvaluation(const runtime::EvaluationResult& r, std::ostream& out) {
                      r.max_seconds * 1e3);
   out << fmt::format("\n{:<10} {:>10} {:>7} {:>14}\n", "device", "busy ms", "busy", "peak memory");
   for (const runtime::DeviceStats& d : r.devices) {
-    out << fmt::format("{:<10} {:>10.3f} {:>6.0f}% {:>10.2f} MiB\n", d.device,
-                       d.busy_seconds * 1e3, 100 * d.busy_seconds / r.step_seconds,
+    out << fmt::format("{:<10} {:>10.3f} {:>6.0f}% {:>10.2f} MiB\n", d.device, d.busy_seconds * 1e3,
+                       100 * d.busy_seconds / r.step_seconds,
                        static_cast<double>(d.peak_memory_bytes) / (1 << 20));
   }
   if (!r.transfers.empty()) {
@@ -98,10 +97,9 @@ void PrintEvaluation(const runtime::EvaluationResult& r, std::ostream& out) {
 // Data parallel over every configured device, evenly split, as in the d2l chapter.
 graph::DataParallelGraph DataParallelFor(const config::Config& config,
                                          const runtime::DeviceSet& devices) {
-  return graph::BuildDataParallel(ForwardBuilderFor(config), config.model.batch_size,
-                                  runtime::DeviceNames(devices),
-                                  std::vector<double>(devices.size(), 1.0),
-                                  config.model.learning_rate);
+  return graph::BuildDataParallel(
+      ForwardBuilderFor(config), config.model.batch_size, runtime::DeviceNames(devices),
+      std::vector<double>(devices.size(), 1.0), config.model.learning_rate);
 }
 
 int Evaluate(const Commands& c) {
@@ -161,22 +159,21 @@ int Profile(const Commands& c) {
   config::Config config = config::LoadConfig(c.config_path);
   graph::Graph graph = BuildModel(config);
   runtime::DeviceSet devices = runtime::ResolveDevices(config);
-  std::filesystem::path output =
-      c.output_path.empty() ? config.output.directory / "profile.json"
-                            : std::filesystem::path(c.output_path);
+  std::filesystem::path output = c.output_path.empty() ? config.output.directory / "profile.json"
+                                                       : std::filesystem::path(c.output_path);
   std::cout << fmt::format("profiling {} ops of {} on {}\n", graph.num_ops(), config.model.builtin,
                            fmt::join(runtime::DeviceNames(devices), ", "));
-  sim::ProfiledCostModel profile = runtime::ProfileDevices(
-      graph, devices,
-      {.warmup_steps = config.measurement.warmup_steps,
-       .timed_steps = std::max(5, config.measurement.timed_steps),
-       .seed = config.model.init_seed,
-       .model_name = config.model.builtin});
+  sim::ProfiledCostModel profile =
+      runtime::ProfileDevices(graph, devices,
+                              {.warmup_steps = config.measurement.warmup_steps,
+                               .timed_steps = std::max(5, config.measurement.timed_steps),
+                               .seed = config.model.init_seed,
+                               .model_name = config.model.builtin});
   profile.Save(output);
-  std::cout << fmt::format("{} op timings and {} devices' links written to {}\n"
-                           "use it with  simulation: {{profile: {}}}\n",
-                           profile.num_op_entries(), devices.size(), output.string(),
-                           output.string());
+  std::cout << fmt::format(
+      "{} op timings and {} devices' links written to {}\n"
+      "use it with  simulation: {{profile: {}}}\n",
+      profile.num_op_entries(), devices.size(), output.string(), output.string());
   return kExitOk;
 }
 
@@ -206,20 +203,19 @@ int Train(const Commands& c) {
     throw InputError(fmt::format("Fashion-MNIST images are {}x{}; set model.lenet.image_size: {}",
                                  train.rows, train.cols, train.rows));
   }
-  std::cout << fmt::format("training {} on Fashion-MNIST ({} train, {} test images), batch {}, "
-                           "lr {}, {}, devices: {}\n",
-                           config.model.builtin, train.count, test.count, config.model.batch_size,
-                           config.model.learning_rate, description,
-                           fmt::join(runtime::DeviceNames(devices), ", "));
+  std::cout << fmt::format(
+      "training {} on Fashion-MNIST ({} train, {} test images), batch {}, "
+      "lr {}, {}, devices: {}\n",
+      config.model.builtin, train.count, test.count, config.model.batch_size,
+      config.model.learning_rate, description, fmt::join(runtime::DeviceNames(devices), ", "));
   std::cout << fmt::format("{:>5} {:>6} {:>10} {:>9} {:>11}\n", "epoch", "steps", "train loss",
                            "test acc", "s / epoch");
-  runtime::TrainOptions options{.epochs = c.epochs, .max_steps_per_epoch = c.max_steps,
-                                .seed = config.model.init_seed};
+  runtime::TrainOptions options{
+      .epochs = c.epochs, .max_steps_per_epoch = c.max_steps, .seed = config.model.init_seed};
   runtime::Train(setup, eval_graph, devices, train, test, options,
                  [](const runtime::EpochReport& r) {
-                   std::cout << fmt::format("{:>5} {:>6} {:>10.4f} {:>8.2f}% {:>11.2f}\n",
-                                            r.epoch, r.steps, r.train_loss,
-                                            100 * r.test_accuracy, r.seconds)
+                   std::cout << fmt::format("{:>5} {:>6} {:>10.4f} {:>8.2f}% {:>11.2f}\n", r.epoch,
+                                            r.steps, r.train_loss, 100 * r.test_accuracy, r.seconds)
                              << std::flush;
                  });
   return kExitOk;

@@ -24,9 +24,10 @@ namespace {
 
 search::ReportRow RowOf(std::string method, const runtime::EvaluationResult& r,
                         double seconds_to_produce) {
-  search::ReportRow row{std::move(method), r.valid, r.invalid_reason, r.step_seconds,
+  search::ReportRow row{std::move(method),  r.valid, r.invalid_reason, r.step_seconds,
                         seconds_to_produce, {}};
-  for (const runtime::DeviceStats& d : r.devices) row.peak_memory_bytes.push_back(d.peak_memory_bytes);
+  for (const runtime::DeviceStats& d : r.devices)
+    row.peak_memory_bytes.push_back(d.peak_memory_bytes);
   return row;
 }
 
@@ -48,9 +49,9 @@ int RunCompareCommand(const Commands& c) {
       MakeEvaluator(config, single, devices, *costs);
   graph::Grouping grouping = graph::OpPerGroup(model);
   search::ComparisonReport report;
-  report.model = config.model.builtin +
-                 (config.model.replicas > 1 ? fmt::format(" x {} replicas", config.model.replicas)
-                                            : "");
+  report.model =
+      config.model.builtin +
+      (config.model.replicas > 1 ? fmt::format(" x {} replicas", config.model.replicas) : "");
   report.devices = names;
   report.evaluator = evaluator->name();
   report.lower_bound_seconds =
@@ -87,10 +88,10 @@ int RunCompareCommand(const Commands& c) {
       config.source.parent_path() / "experts" / (config.model.builtin + ".yaml");
   if (std::filesystem::exists(expert)) {
     try {
-      pending.push_back({"expert (" + expert.filename().string() + ")", 0,
-                         side_by_side.Add(*single_evaluator,
-                                          graph::ReadPlacementYaml(expert, single, names)),
-                         ""});
+      pending.push_back(
+          {"expert (" + expert.filename().string() + ")", 0,
+           side_by_side.Add(*single_evaluator, graph::ReadPlacementYaml(expert, single, names)),
+           ""});
     } catch (const graph::PlacementError& error) {
       pending.push_back({"expert", 0, std::nullopt, error.what()});
     }
@@ -124,15 +125,13 @@ int RunCompareCommand(const Commands& c) {
                      learned.found_valid ? std::optional(side_by_side.Add(*evaluator, learned.best))
                                          : std::nullopt,
                      "no valid placement found"});
-  search::SearchOutcome random = search::RandomSearch(model, grouping, *evaluator, names,
-                                                      std::max(1, learned.evaluations),
-                                                      config.search.seed);
+  search::SearchOutcome random = search::RandomSearch(
+      model, grouping, *evaluator, names, std::max(1, learned.evaluations), config.search.seed);
   report.random_curve = random.curve;
-  pending.push_back({fmt::format("random search ({} evaluations)", random.evaluations),
-                     random.wall_seconds,
-                     random.found_valid ? std::optional(side_by_side.Add(*evaluator, random.best))
-                                        : std::nullopt,
-                     "no valid placement found"});
+  pending.push_back(
+      {fmt::format("random search ({} evaluations)", random.evaluations), random.wall_seconds,
+       random.found_valid ? std::optional(side_by_side.Add(*evaluator, random.best)) : std::nullopt,
+       "no valid placement found"});
 
   const int rounds = RoundsFor(*evaluator);
   std::cout << fmt::format("evaluating {} placements side by side, {} round{}\n", pending.size(),

@@ -31,9 +31,9 @@ std::string HumanCount(double count) {
 
 void PrintInspection(const graph::Graph& g, std::ostream& out) {
   using graph::Phase;
-  std::string header = fmt::format("{:>3}  {:<22} {:<19} {:<8} {:<16} {:>9} {:>10} {:>10}\n", "#",
-                                   "op", "type", "phase", "output shape", "params", "FLOPs",
-                                   "out bytes");
+  std::string header =
+      fmt::format("{:>3}  {:<22} {:<19} {:<8} {:<16} {:>9} {:>10} {:>10}\n", "#", "op", "type",
+                  "phase", "output shape", "params", "FLOPs", "out bytes");
   out << header << std::string(header.size() - 1, '-') << '\n';
   std::array<double, 3> phase_flops{};
   std::vector<graph::OpId> order = g.TopologicalOrder();
@@ -53,8 +53,7 @@ void PrintInspection(const graph::Graph& g, std::ostream& out) {
     phase_flops[static_cast<size_t>(op.phase)] += flops;
     out << fmt::format("{:>3}  {:<22} {:<19} {:<8} {:<16} {:>9} {:>10} {:>10}\n", i, op.name,
                        op.type, graph::ToString(op.phase), shape,
-                       params ? HumanCount(static_cast<double>(params)) : "",
-                       HumanCount(flops),
+                       params ? HumanCount(static_cast<double>(params)) : "", HumanCount(flops),
                        HumanBytes(static_cast<double>(graph::OpOutputBytes(g, op))));
   }
   int64_t param_bytes = 0;

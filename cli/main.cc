@@ -1,7 +1,7 @@
 // The `placer` command line: one subcommand per job, all driven by a YAML config.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <iostream>
 
 #include "cli/commands.h"

@@ -38,8 +38,8 @@ graph::Graph BuildSingleModel(const config::Config& config) {
 graph::DataParallelGraph BuildReplicated(const config::Config& config, int replicas) {
   std::vector<std::string> replica_names;
   for (int r = 0; r < replicas; ++r) replica_names.push_back(fmt::format("r{}", r));
-  return graph::BuildDataParallel(ForwardBuilderFor(config), config.model.batch_size,
-                                  replica_names, std::vector<double>(static_cast<size_t>(replicas), 1.0),
+  return graph::BuildDataParallel(ForwardBuilderFor(config), config.model.batch_size, replica_names,
+                                  std::vector<double>(static_cast<size_t>(replicas), 1.0),
                                   config.model.learning_rate);
 }
 
@@ -59,8 +59,8 @@ std::unique_ptr<sim::CostModel> CostModelFor(const config::Config& config) {
   if (config.simulation.gpu_link == "nvlink") roofline.gpu_to_gpu = sim::LinkPresets::Nvlink();
   if (config.simulation.profile.empty()) return std::make_unique<sim::RooflineCostModel>(roofline);
   try {
-    return std::make_unique<sim::ProfiledCostModel>(sim::ProfiledCostModel::Load(
-        config.simulation.profile, sim::RooflineCostModel(roofline)));
+    return std::make_unique<sim::ProfiledCostModel>(
+        sim::ProfiledCostModel::Load(config.simulation.profile, sim::RooflineCostModel(roofline)));
   } catch (const sim::ProfileError& error) {
     throw InputError(fmt::format("simulation.profile: {}", error.what()));
   }

@@ -1,12 +1,12 @@
 // Turns the model section of a config into the training-step graph.
 #pragma once
 
+#include <memory>
+
 #include "config/config.h"
 #include "graph/data_parallel.h"
 #include "graph/ir.h"
 #include "runtime/sim/cost_model.h"
-
-#include <memory>
 
 namespace placer::cli {
 

@@ -59,12 +59,14 @@ struct Row {
 
 std::string SummaryTable(const std::vector<Row>& rows, double reference_seconds) {
   std::ostringstream out;
-  out << fmt::format("| {:<34} | {:>12} | {:>22} |\n", "placement", "step time", "speed-up vs best single");
+  out << fmt::format("| {:<34} | {:>12} | {:>22} |\n", "placement", "step time",
+                     "speed-up vs best single");
   out << fmt::format("|{:-<36}|{:->14}|{:->24}|\n", "", ":", ":");
   for (const Row& row : rows) {
     if (row.result.valid) {
       out << fmt::format("| {:<34} | {:>9.3f} ms | {:>21.3f}x |\n", row.method,
-                         row.result.step_seconds * 1e3, reference_seconds / row.result.step_seconds);
+                         row.result.step_seconds * 1e3,
+                         reference_seconds / row.result.step_seconds);
     } else {
       out << fmt::format("| {:<34} | {:>12} | {:>22} |\n", row.method, "invalid",
                          row.result.invalid_reason.substr(0, 22));
@@ -99,8 +101,8 @@ search::SearchOptions SearchOptionsFor(const config::Config& config, const graph
   // Start from the best of the obvious placements: every op on one device, and (with replicas)
   // replica r on device r mod D, which is data parallelism.
   for (size_t d = 0; d < names.size(); ++d) {
-    options.warm_start.push_back(std::vector<int>(static_cast<size_t>(grouping.num_groups()),
-                                                  static_cast<int>(d)));
+    options.warm_start.push_back(
+        std::vector<int>(static_cast<size_t>(grouping.num_groups()), static_cast<int>(d)));
   }
   if (config.model.replicas > 1) {
     std::vector<int> by_replica;
@@ -134,9 +136,9 @@ int RunSearchCommand(const Commands& c) {
       "samples, {} evaluations, {:.0f} s; outputs in {}{}\n",
       config.model.builtin,
       config.model.replicas > 1 ? fmt::format(" x {} replicas", config.model.replicas) : "",
-      grouping.num_groups(), fmt::join(names, ", "), evaluator->name(),
-      s.policy_steps, s.samples_per_step, s.max_evaluations, s.max_wall_seconds,
-      config.output.directory.string(), c.resume ? " (resuming)" : "");
+      grouping.num_groups(), fmt::join(names, ", "), evaluator->name(), s.policy_steps,
+      s.samples_per_step, s.max_evaluations, s.max_wall_seconds, config.output.directory.string(),
+      c.resume ? " (resuming)" : "");
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   search::SearchOutcome outcome;
@@ -148,9 +150,10 @@ int RunSearchCommand(const Commands& c) {
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
   if (outcome.interrupted) {
-    std::cout << fmt::format("interrupted after step {} ({} evaluations); checkpoint written. "
-                             "Continue with: placer search --config {} --resume\n",
-                             outcome.steps, outcome.evaluations, c.config_path);
+    std::cout << fmt::format(
+        "interrupted after step {} ({} evaluations); checkpoint written. "
+        "Continue with: placer search --config {} --resume\n",
+        outcome.steps, outcome.evaluations, c.config_path);
     return 128 + g_signal.load();
   }
   std::cout << fmt::format("search done: {} policy steps, {} evaluations, {:.1f} s\n",
@@ -159,7 +162,8 @@ int RunSearchCommand(const Commands& c) {
   // The comparison: every row evaluated now, side by side, by the same kind of evaluator.
   // Baselines run on the plain model: one replica on the whole batch.
   graph::Graph single = BuildSingleModel(config);
-  std::unique_ptr<runtime::Evaluator> single_evaluator = MakeEvaluator(config, single, devices, *costs);
+  std::unique_ptr<runtime::Evaluator> single_evaluator =
+      MakeEvaluator(config, single, devices, *costs);
   std::optional<graph::DataParallelGraph> dp;
   std::unique_ptr<runtime::Evaluator> dp_evaluator;
   SideBySide side_by_side;
@@ -214,7 +218,8 @@ int RunSearchCommand(const Commands& c) {
   std::string summary = fmt::format(
       "# placer search: {}\n\nDevices: {}. Evaluator: {}. {} policy steps, {} evaluations, "
       "{:.1f} s of search.\nEvery row below was evaluated again at the end of the run, by the "
-      "same evaluator, side by side (the median of 3 rounds when measured).\n\n{}\nBest placement: best_placement.yaml (also .pb, .pbtxt). Log: "
+      "same evaluator, side by side (the median of 3 rounds when measured).\n\n{}\nBest placement: "
+      "best_placement.yaml (also .pb, .pbtxt). Log: "
       "search.csv. Curves: TensorBoard (events.out.tfevents.*).\n",
       config.model.builtin, fmt::join(names, ", "), evaluator->name(), outcome.steps,
       outcome.evaluations, outcome.wall_seconds, table);

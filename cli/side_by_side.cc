@@ -23,8 +23,8 @@ std::vector<runtime::EvaluationResult> SideBySide::Run(int rounds) {
       if (a.valid != b.valid) return a.valid;
       return a.step_seconds < b.step_seconds;
     });
-    auto valid = std::count_if(per_round.begin(), per_round.end(),
-                               [](const auto& r) { return r.valid; });
+    auto valid =
+        std::count_if(per_round.begin(), per_round.end(), [](const auto& r) { return r.valid; });
     chosen.push_back(valid > 0 ? per_round[static_cast<size_t>(valid - 1) / 2] : per_round.front());
   }
   return chosen;

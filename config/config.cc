@@ -196,8 +196,9 @@ ModelConfig ReadModel(const Value& value) {
   ReadUnsigned(mapping, "init_seed", &model.init_seed);
   ReadInteger(mapping, "replicas", 1, &model.replicas);
   if (model.replicas > model.batch_size) {
-    mapping.Find("replicas")->Fail(fmt::format("{} replicas cannot share a batch of {}",
-                                               model.replicas, model.batch_size));
+    mapping.Find("replicas")
+        ->Fail(fmt::format("{} replicas cannot share a batch of {}", model.replicas,
+                           model.batch_size));
   }
   if (const Value* lenet_value = mapping.Find("lenet")) {
     Mapping lenet(*lenet_value,
@@ -330,8 +331,8 @@ SimulationConfig ReadSimulation(const Value& value) {
   if (const Value* link = mapping.Find("gpu_link")) {
     simulation.gpu_link = ToString(*link);
     if (simulation.gpu_link != "pcie" && simulation.gpu_link != "nvlink") {
-      link->Fail(fmt::format("unknown link {}; expected 'pcie' or 'nvlink'",
-                             Quote(simulation.gpu_link)));
+      link->Fail(
+          fmt::format("unknown link {}; expected 'pcie' or 'nvlink'", Quote(simulation.gpu_link)));
     }
   }
   return simulation;

@@ -62,28 +62,28 @@ struct DevicesConfig {
 
 // measurement: how a placement is timed.
 struct MeasurementConfig {
-  int warmup_steps = 5;               // measurement.warmup_steps
-  int timed_steps = 5;                // measurement.timed_steps
-  double time_limit_seconds = 60.0;   // measurement.time_limit_seconds, per placement
+  int warmup_steps = 5;              // measurement.warmup_steps
+  int timed_steps = 5;               // measurement.timed_steps
+  double time_limit_seconds = 60.0;  // measurement.time_limit_seconds, per placement
 };
 
 // search: budgets of the placement search.
 struct SearchConfig {
-  int policy_steps = 50;             // search.policy_steps
-  int samples_per_step = 4;          // search.samples_per_step
-  int max_evaluations = 200;         // search.max_evaluations
-  double max_wall_seconds = 600.0;   // search.max_wall_seconds
-  uint64_t seed = 1;                 // search.seed
-  int checkpoint_every = 10;         // search.checkpoint_every (policy steps)
+  int policy_steps = 50;               // search.policy_steps
+  int samples_per_step = 4;            // search.samples_per_step
+  int max_evaluations = 200;           // search.max_evaluations
+  double max_wall_seconds = 600.0;     // search.max_wall_seconds
+  uint64_t seed = 1;                   // search.seed
+  int checkpoint_every = 10;           // search.checkpoint_every (policy steps)
   std::string evaluator = "measured";  // search.evaluator: "measured" or "simulated"
-  double failing_step_seconds = 100;  // search.failing_step_seconds: invalid placements count so
-  double learning_rate = 0.005;      // search.learning_rate (Adam, policy)
-  double entropy_weight = 0.01;      // search.entropy_weight
-  double baseline_decay = 0.9;       // search.baseline_decay (EMA of rewards)
-  int hidden_size = 128;             // search.hidden_size (policy LSTMs)
-  double temperature = 1.0;          // search.temperature (softmax of the policy)
-  double tanh_clip = 0;              // search.tanh_clip: C in C*tanh(logits/C); 0 = off
-  bool cache = true;                 // search.cache: never evaluate a placement twice
+  double failing_step_seconds = 100;   // search.failing_step_seconds: invalid placements count so
+  double learning_rate = 0.005;        // search.learning_rate (Adam, policy)
+  double entropy_weight = 0.01;        // search.entropy_weight
+  double baseline_decay = 0.9;         // search.baseline_decay (EMA of rewards)
+  int hidden_size = 128;               // search.hidden_size (policy LSTMs)
+  double temperature = 1.0;            // search.temperature (softmax of the policy)
+  double tanh_clip = 0;                // search.tanh_clip: C in C*tanh(logits/C); 0 = off
+  bool cache = true;                   // search.cache: never evaluate a placement twice
 };
 
 // simulation: the cost model of the simulated evaluator.
@@ -97,7 +97,8 @@ struct SimulationConfig {
 };
 
 struct OutputConfig {
-  std::filesystem::path directory = "runs/default";  // output.directory, relative to the config file
+  std::filesystem::path directory =
+      "runs/default";  // output.directory, relative to the config file
 };
 
 struct Config {

@@ -18,8 +18,8 @@ namespace placer::graph {
 using ForwardBuilder = std::function<Graph(int64_t batch, int64_t normalizer)>;
 
 struct DataParallelGraph {
-  Graph graph;            // replica r's tensors and ops are prefixed "r<r>/"
-  Placement placement;    // replica r on device r
+  Graph graph;          // replica r's tensors and ops are prefixed "r<r>/"
+  Placement placement;  // replica r on device r
   std::vector<int64_t> shard_sizes;
 };
 

@@ -25,7 +25,8 @@ Placement ToPlacement(const Graph& graph, const Grouping& grouping,
   if (group_devices.size() != static_cast<size_t>(grouping.num_groups())) {
     throw GraphError("one device per group is needed");
   }
-  Placement placement{std::move(devices), std::vector<int>(static_cast<size_t>(graph.num_ops()), -1)};
+  Placement placement{std::move(devices),
+                      std::vector<int>(static_cast<size_t>(graph.num_ops()), -1)};
   for (int g = 0; g < grouping.num_groups(); ++g) {
     for (OpId id : grouping.members[static_cast<size_t>(g)]) {
       placement.device_of_op[static_cast<size_t>(id)] = group_devices[static_cast<size_t>(g)];
@@ -100,15 +101,21 @@ GroupFeatures ComputeGroupFeatures(const Graph& graph, const Grouping& grouping)
     const Op& last = graph.op(members.back());
     Shape shape = last.outputs.empty() ? Shape{} : graph.tensor(last.outputs[0]).shape;
     for (int d = 0; d < kShapeDims; ++d) {
-      row[d] = d < static_cast<int>(shape.size()) ? Log(static_cast<double>(shape[static_cast<size_t>(d)]), 16) : -0.1f;
+      row[d] = d < static_cast<int>(shape.size())
+                   ? Log(static_cast<double>(shape[static_cast<size_t>(d)]), 16)
+                   : -0.1f;
     }
     int k = kShapeDims;
     row[k++] = Log(flops[static_cast<size_t>(g)], 40);
-    row[k++] = static_cast<float>(total_flops > 0 ? flops[static_cast<size_t>(g)] / total_flops : 0);
+    row[k++] =
+        static_cast<float>(total_flops > 0 ? flops[static_cast<size_t>(g)] / total_flops : 0);
     row[k++] = Log(bytes[static_cast<size_t>(g)], 32);
     row[k++] = Log(param_bytes[static_cast<size_t>(g)], 32);
     row[k++] = static_cast<float>(g / scale);
-    row[k++] = static_cast<float>(std::log2(1.0 + static_cast<double>(in[static_cast<size_t>(g)].size() + out[static_cast<size_t>(g)].size())) / 4);
+    row[k++] = static_cast<float>(
+        std::log2(1.0 + static_cast<double>(in[static_cast<size_t>(g)].size() +
+                                            out[static_cast<size_t>(g)].size())) /
+        4);
     auto list = [&](const std::set<int>& neighbours) {
       int written = 0;
       for (int h : neighbours) {

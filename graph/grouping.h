@@ -11,8 +11,8 @@
 namespace placer::graph {
 
 struct Grouping {
-  std::vector<int> group_of_op;             // per op id: its group, -1 for non-forward ops
-  std::vector<std::vector<OpId>> members;   // per group, in topological order
+  std::vector<int> group_of_op;            // per op id: its group, -1 for non-forward ops
+  std::vector<std::vector<OpId>> members;  // per group, in topological order
   int num_groups() const { return static_cast<int>(members.size()); }
 };
 
@@ -30,7 +30,7 @@ struct GroupFeatures {
   std::vector<std::string> type_names;  // vocabulary of op types, index = type id
   std::vector<int64_t> type_ids;        // per group: type of its heaviest op
   int feature_dim = 0;
-  std::vector<float> values;            // num_groups x feature_dim, row-major
+  std::vector<float> values;  // num_groups x feature_dim, row-major
 };
 GroupFeatures ComputeGroupFeatures(const Graph& graph, const Grouping& grouping);
 

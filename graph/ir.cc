@@ -62,8 +62,8 @@ int64_t NumElements(const Shape& shape) {
   for (int64_t dim : shape) {
     if (dim < 0) throw GraphError(fmt::format("negative dimension in shape {}", ToString(shape)));
     if (__builtin_mul_overflow(count, dim, &count)) {
-      throw GraphError(fmt::format("shape {} has more elements than fit in 64 bits",
-                                   ToString(shape)));
+      throw GraphError(
+          fmt::format("shape {} has more elements than fit in 64 bits", ToString(shape)));
     }
   }
   return count;
@@ -105,10 +105,10 @@ TensorId Graph::AddTensor(Tensor tensor) {
   }
   // Refused before anything is allocated: negative, overflowing and absurd shapes.
   if (NumElements(tensor.shape) > kMaxTensorElements) {
-    throw GraphError(fmt::format("tensor '{}' of shape {} has {} elements, more than the {} a "
-                                 "tensor may have",
-                                 tensor.name, ToString(tensor.shape), NumElements(tensor.shape),
-                                 kMaxTensorElements));
+    throw GraphError(fmt::format(
+        "tensor '{}' of shape {} has {} elements, more than the {} a "
+        "tensor may have",
+        tensor.name, ToString(tensor.shape), NumElements(tensor.shape), kMaxTensorElements));
   }
   auto id = static_cast<TensorId>(tensors_.size());
   tensor.producer = kNoOp;
@@ -219,9 +219,8 @@ void Graph::Validate() const {
     }
     if (node.phase != Phase::kForward &&
         (node.forward_op == kNoOp || op(node.forward_op).phase != Phase::kForward)) {
-      throw GraphError(
-          fmt::format("{} op '{}' does not name the forward op it belongs with",
-                      ToString(node.phase), node.name));
+      throw GraphError(fmt::format("{} op '{}' does not name the forward op it belongs with",
+                                   ToString(node.phase), node.name));
     }
     std::vector<Shape> shapes;
     try {
@@ -236,10 +235,10 @@ void Graph::Validate() const {
     for (size_t i = 0; i < shapes.size(); ++i) {
       const Tensor& out = tensor(node.outputs[i]);
       if (out.shape != shapes[i]) {
-        throw GraphError(fmt::format("op '{}' ({}): shape mismatch on output '{}': declared {}, "
-                                     "inputs imply {}",
-                                     node.name, node.type, out.name, ToString(out.shape),
-                                     ToString(shapes[i])));
+        throw GraphError(
+            fmt::format("op '{}' ({}): shape mismatch on output '{}': declared {}, "
+                        "inputs imply {}",
+                        node.name, node.type, out.name, ToString(out.shape), ToString(shapes[i])));
       }
     }
   }

@@ -1,5 +1,6 @@
 // The graph IR: ops and tensors of a network's training step. Torch-free, so everything that only
-// reasons about graphs (config, grouping, simulator, algorithmic baselines) compiles and tests fast.
+// reasons about graphs (config, grouping, simulator, algorithmic baselines) compiles and tests
+// fast.
 #pragma once
 
 #include <cstdint>

@@ -8,8 +8,8 @@
 namespace placer::graph {
 
 TensorId ModelBuilder::Input(const std::string& name, Shape shape, DType dtype, TensorKind kind) {
-  return graph_.AddTensor(Tensor{.name = name, .shape = std::move(shape), .dtype = dtype,
-                                 .kind = kind});
+  return graph_.AddTensor(
+      Tensor{.name = name, .shape = std::move(shape), .dtype = dtype, .kind = kind});
 }
 
 TensorId ModelBuilder::Parameter(const std::string& name, Shape shape, Initializer init) {

@@ -33,8 +33,8 @@ void ExpectInputs(const Op& op, size_t min_count, size_t max_count) {
 void ExpectRank(const Graph& graph, const Op& op, size_t index, size_t rank) {
   const Tensor& t = graph.tensor(op.inputs[index]);
   if (t.shape.size() != rank) {
-    throw GraphError(fmt::format("input '{}' must have rank {}, has shape {}", t.name, rank,
-                                 ToString(t.shape)));
+    throw GraphError(
+        fmt::format("input '{}' must have rank {}, has shape {}", t.name, rank, ToString(t.shape)));
   }
 }
 
@@ -58,8 +58,8 @@ int64_t WindowExtent(int64_t size, int64_t kernel, int64_t stride, int64_t paddi
   if (stride <= 0) throw GraphError("stride must be positive");
   int64_t span = size + 2 * padding - kernel;
   if (span < 0) {
-    throw GraphError(fmt::format("window {} does not fit input extent {} (padding {})", kernel,
-                                 size, padding));
+    throw GraphError(
+        fmt::format("window {} does not fit input extent {} (padding {})", kernel, size, padding));
   }
   return span / stride + 1;
 }
@@ -77,8 +77,8 @@ std::vector<Shape> ConvShapes(const Graph& g, const Op& op) {
                                  g.tensor(op.inputs[1]).name, w[1], x[1]));
   }
   if (op.inputs.size() == 3 && InputShape(g, op, 2) != Shape{w[0]}) {
-    throw GraphError(fmt::format("bias '{}' must have shape [{}]", g.tensor(op.inputs[2]).name,
-                                 w[0]));
+    throw GraphError(
+        fmt::format("bias '{}' must have shape [{}]", g.tensor(op.inputs[2]).name, w[0]));
   }
   auto [stride_h, stride_w] = Pair(op, "stride");
   auto [pad_h, pad_w] = Pair(op, "padding");
@@ -127,8 +127,8 @@ std::vector<Shape> LinearShapes(const Graph& g, const Op& op) {
                                  g.tensor(op.inputs[0]).name, x[1]));
   }
   if (op.inputs.size() == 3 && InputShape(g, op, 2) != Shape{w[0]}) {
-    throw GraphError(fmt::format("bias '{}' must have shape [{}]", g.tensor(op.inputs[2]).name,
-                                 w[0]));
+    throw GraphError(
+        fmt::format("bias '{}' must have shape [{}]", g.tensor(op.inputs[2]).name, w[0]));
   }
   return {{x[0], w[0]}};
 }
@@ -160,9 +160,8 @@ std::vector<Shape> LossShapes(const Graph& g, const Op& op) {
     throw GraphError(fmt::format("labels '{}' must be int64", labels.name));
   }
   if (labels.shape[0] != InputShape(g, op, 0)[0]) {
-    throw GraphError(fmt::format("labels '{}' {} do not match the batch of logits {}",
-                                 labels.name, ToString(labels.shape),
-                                 ToString(InputShape(g, op, 0))));
+    throw GraphError(fmt::format("labels '{}' {} do not match the batch of logits {}", labels.name,
+                                 ToString(labels.shape), ToString(InputShape(g, op, 0))));
   }
   if (op.attrs.GetInt("normalizer") <= 0) throw GraphError("normalizer must be positive");
   return {Shape{}};
@@ -245,7 +244,8 @@ const std::unordered_map<std::string, OpTypeInfo>& Registry() {
        {BackwardShapes,
         [](const Graph& g, const Op& op) { return 2 * OpFlops(g, ForwardOf(g, op)); }}},
       {op_types::kSgdUpdate,
-       {UpdateShapes, [](const Graph& g, const Op& op) { return 2 * Numel(InputShape(g, op, 0)); }}},
+       {UpdateShapes,
+        [](const Graph& g, const Op& op) { return 2 * Numel(InputShape(g, op, 0)); }}},
   };
   return *registry;
 }

@@ -16,7 +16,8 @@
 namespace placer::graph {
 
 Placement Placement::AllOn(const Graph& graph, std::vector<std::string> devices, int device) {
-  Placement placement{std::move(devices), std::vector<int>(static_cast<size_t>(graph.num_ops()), -1)};
+  Placement placement{std::move(devices),
+                      std::vector<int>(static_cast<size_t>(graph.num_ops()), -1)};
   for (OpId id : graph.OpsInPhase(Phase::kForward)) {
     placement.device_of_op[static_cast<size_t>(id)] = device;
   }
@@ -59,8 +60,8 @@ int DeviceIndex(const std::vector<std::string>& devices, const std::string& name
   }
   auto it = std::find(devices.begin(), devices.end(), name);
   if (it == devices.end()) {
-    throw PlacementError(fmt::format("{}: {}: unknown device '{}'; the devices are: {}", where,
-                                     key, name, fmt::join(devices, ", ")));
+    throw PlacementError(fmt::format("{}: {}: unknown device '{}'; the devices are: {}", where, key,
+                                     name, fmt::join(devices, ", ")));
   }
   return static_cast<int>(it - devices.begin());
 }
@@ -83,8 +84,8 @@ Placement ReadPlacementYaml(const std::filesystem::path& file, const Graph& grap
                                      error.mark.line + 1, error.msg));
   }
   if (!root.IsMap()) {
-    throw PlacementError(fmt::format("{}: a placement file is a mapping with a 'placement' key",
-                                     file.string()));
+    throw PlacementError(
+        fmt::format("{}: a placement file is a mapping with a 'placement' key", file.string()));
   }
   Placement placement{devices, std::vector<int>(static_cast<size_t>(graph.num_ops()), -1)};
   int fallback = -1;
@@ -101,15 +102,16 @@ Placement ReadPlacementYaml(const std::filesystem::path& file, const Graph& grap
     } else if (key == "default") {
       fallback = DeviceIndex(devices, value.Scalar(), Where(file, value), "default");
     } else if (key != "placement" && key != "model" && key != "step_time_seconds") {
-      throw PlacementError(fmt::format("{}: unknown key '{}'; expected devices, default, "
-                                       "placement",
-                                       Where(file, entry.first), key));
+      throw PlacementError(
+          fmt::format("{}: unknown key '{}'; expected devices, default, "
+                      "placement",
+                      Where(file, entry.first), key));
     }
   }
   const YAML::Node ops = root["placement"];
   if (ops && !ops.IsMap()) {
-    throw PlacementError(fmt::format("{}: placement: expected a mapping of op name to device",
-                                     Where(file, ops)));
+    throw PlacementError(
+        fmt::format("{}: placement: expected a mapping of op name to device", Where(file, ops)));
   }
   if (ops) {
     for (const auto& entry : ops) {
@@ -131,12 +133,12 @@ Placement ReadPlacementYaml(const std::filesystem::path& file, const Graph& grap
     if (device == -1) unplaced.push_back(graph.op(id).name);
   }
   if (!unplaced.empty()) {
-    throw PlacementError(fmt::format("{}: placement misses {} forward ops (first: {}); list them "
-                                     "or give a 'default' device",
-                                     file.string(), unplaced.size(),
-                                     fmt::join(unplaced.begin(),
-                                               unplaced.begin() + std::min<size_t>(5, unplaced.size()),
-                                               ", ")));
+    throw PlacementError(
+        fmt::format("{}: placement misses {} forward ops (first: {}); list them "
+                    "or give a 'default' device",
+                    file.string(), unplaced.size(),
+                    fmt::join(unplaced.begin(),
+                              unplaced.begin() + std::min<size_t>(5, unplaced.size()), ", ")));
   }
   return placement;
 }
@@ -149,7 +151,8 @@ std::string PlacementToYaml(const Graph& graph, const Placement& placement) {
   for (OpId id : graph.TopologicalOrder()) {
     if (graph.op(id).phase != Phase::kForward) continue;
     out << YAML::Key << graph.op(id).name << YAML::Value
-        << placement.devices.at(static_cast<size_t>(placement.device_of_op[static_cast<size_t>(id)]));
+        << placement.devices.at(
+               static_cast<size_t>(placement.device_of_op[static_cast<size_t>(id)]));
   }
   out << YAML::EndMap << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
@@ -169,7 +172,8 @@ void WriteFileAtomically(const std::filesystem::path& file, const std::string& c
   tmp += fmt::format(".tmp.{}", ::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) {
-    throw std::runtime_error(fmt::format("cannot write {}: {}", file.string(), std::strerror(errno)));
+    throw std::runtime_error(
+        fmt::format("cannot write {}: {}", file.string(), std::strerror(errno)));
   }
   size_t written = 0;
   while (written < contents.size()) {
@@ -178,19 +182,22 @@ void WriteFileAtomically(const std::filesystem::path& file, const std::string& c
       int error = errno;
       ::close(fd);
       ::unlink(tmp.c_str());
-      throw std::runtime_error(fmt::format("cannot write {}: {}", file.string(), std::strerror(error)));
+      throw std::runtime_error(
+          fmt::format("cannot write {}: {}", file.string(), std::strerror(error)));
     }
     written += static_cast<size_t>(n);
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     int error = errno;
     ::unlink(tmp.c_str());
-    throw std::runtime_error(fmt::format("cannot write {}: {}", file.string(), std::strerror(error)));
+    throw std::runtime_error(
+        fmt::format("cannot write {}: {}", file.string(), std::strerror(error)));
   }
   if (::rename(tmp.c_str(), file.c_str()) != 0) {
     int error = errno;
     ::unlink(tmp.c_str());
-    throw std::runtime_error(fmt::format("cannot write {}: {}", file.string(), std::strerror(error)));
+    throw std::runtime_error(
+        fmt::format("cannot write {}: {}", file.string(), std::strerror(error)));
   }
 }
 

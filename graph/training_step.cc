@@ -12,8 +12,8 @@ OpId OwnerOf(const Graph& graph, TensorId parameter) {
   for (OpId consumer : graph.tensor(parameter).consumers) {
     if (graph.op(consumer).phase == Phase::kForward) return consumer;
   }
-  throw GraphError(fmt::format("parameter '{}' is not used by any forward op",
-                               graph.tensor(parameter).name));
+  throw GraphError(
+      fmt::format("parameter '{}' is not used by any forward op", graph.tensor(parameter).name));
 }
 
 void AppendBackwardAndUpdate(Graph& graph, double learning_rate,
@@ -74,7 +74,8 @@ void AppendBackwardAndUpdate(Graph& graph, double learning_rate,
         }
       }
     }
-    if (!is_loss[static_cast<size_t>(forward_id)] && backward.inputs.empty()) continue;  // no path to the loss
+    if (!is_loss[static_cast<size_t>(forward_id)] && backward.inputs.empty())
+      continue;  // no path to the loss
 
     std::vector<int64_t> grad_of;
     for (size_t i = 0; i < forward.inputs.size(); ++i) {

@@ -10,8 +10,8 @@
 namespace placer::graph {
 
 // Appends backward and update ops to `graph`, whose forward ops must end in a SoftmaxCrossEntropy
-// loss (several losses are summed). Gradient tensors are named "<tensor>.grad@<consumer op>". Throws
-// GraphError when there is no loss or a parameter that does not reach the loss.
+// loss (several losses are summed). Gradient tensors are named "<tensor>.grad@<consumer op>".
+// Throws GraphError when there is no loss or a parameter that does not reach the loss.
 // `tied_with(p)`, when given, lists parameters whose gradients are added to p's before its update
 // (data-parallel replicas of one parameter: an all-reduce expressed as graph edges).
 void AppendBackwardAndUpdate(

@@ -23,10 +23,12 @@ PolicyImpl::PolicyImpl(int num_op_types, int feature_dim, int num_devices, Polic
   // The decoder reads the previous group's device and the current group's encoding: the groups
   // are aligned with the decoder steps, so step t sees what it places.
   decoder_ = register_module(
-      "decoder", torch::nn::LSTM(torch::nn::LSTMOptions(options.device_embedding_size + h, h)
-                                     .batch_first(true)));
-  attend_encoder_ = register_module("attend_encoder",
-                                    torch::nn::Linear(torch::nn::LinearOptions(h, options.attention_size).bias(false)));
+      "decoder",
+      torch::nn::LSTM(
+          torch::nn::LSTMOptions(options.device_embedding_size + h, h).batch_first(true)));
+  attend_encoder_ = register_module(
+      "attend_encoder",
+      torch::nn::Linear(torch::nn::LinearOptions(h, options.attention_size).bias(false)));
   attend_decoder_ = register_module("attend_decoder", torch::nn::Linear(h, options.attention_size));
   output_ = register_module("output", torch::nn::Linear(2 * h, num_devices));
 }
@@ -86,10 +88,10 @@ PolicySamples PolicyImpl::Score(const at::Tensor& type_ids, const at::Tensor& fe
   at::Tensor previous = at::cat({start, devices.slice(1, 0, devices.size(1) - 1)}, 1);  // [K, G]
   at::Tensor inputs = at::cat(
       {device_embedding_(previous), encoded.unsqueeze(0).expand({k, -1, -1})}, -1);  // [K, G, .]
-  at::Tensor states = std::get<0>(decoder_->forward(inputs));  // [K, G, H]
-  at::Tensor log_p = at::log_softmax(Logits(states, encoded, keys), -1);  // [K, G, D]
-  at::Tensor chosen = log_p.gather(-1, devices.unsqueeze(-1)).squeeze(-1);  // [K, G]
-  at::Tensor entropy = -(log_p.exp() * log_p).sum(-1);  // [K, G]
+  at::Tensor states = std::get<0>(decoder_->forward(inputs));                        // [K, G, H]
+  at::Tensor log_p = at::log_softmax(Logits(states, encoded, keys), -1);             // [K, G, D]
+  at::Tensor chosen = log_p.gather(-1, devices.unsqueeze(-1)).squeeze(-1);           // [K, G]
+  at::Tensor entropy = -(log_p.exp() * log_p).sum(-1);                               // [K, G]
   return {devices, chosen.sum(1), entropy.sum(1)};
 }
 

@@ -13,13 +13,13 @@
 namespace placer::search {
 
 struct PolicyOptions {
-  int hidden_size = 128;        // encoder output (both directions together) and decoder state
+  int hidden_size = 128;  // encoder output (both directions together) and decoder state
   int type_embedding_size = 16;
   int device_embedding_size = 16;
   int attention_size = 64;
   bool bidirectional = true;
-  double temperature = 1.0;     // logits are divided by it before the softmax
-  double tanh_clip = 0.0;       // > 0: logits = C * tanh(logits / C), as the 2018 planner did
+  double temperature = 1.0;  // logits are divided by it before the softmax
+  double tanh_clip = 0.0;    // > 0: logits = C * tanh(logits / C), as the 2018 planner did
 };
 
 struct PolicySamples {

@@ -87,10 +87,11 @@ UpdateStats Reinforce::Update(const std::vector<double>& rewards) {
     square += (r - baseline_) * (r - baseline_) / static_cast<double>(rewards.size());
   }
   if (options_.normalise_advantage) {
-    advantage_scale_ = advantage_scale_ == 0
-                           ? std::sqrt(square)
-                           : std::sqrt(options_.baseline_decay * advantage_scale_ * advantage_scale_ +
-                                       (1 - options_.baseline_decay) * square);
+    advantage_scale_ =
+        advantage_scale_ == 0
+            ? std::sqrt(square)
+            : std::sqrt(options_.baseline_decay * advantage_scale_ * advantage_scale_ +
+                        (1 - options_.baseline_decay) * square);
     if (advantage_scale_ > 0) {
       for (double& a : advantages) a /= advantage_scale_;
     }
@@ -116,8 +117,9 @@ void Reinforce::Save(torch::serialize::OutputArchive& archive) const {
   archive.write("policy", policy);
   archive.write("optimizer", optimizer);
   archive.write("generator", generator_.get_state());
-  archive.write("baseline", at::tensor({baseline_, baseline_initialised_ ? 1.0 : 0.0,
-                                        advantage_scale_}, at::kDouble));
+  archive.write(
+      "baseline",
+      at::tensor({baseline_, baseline_initialised_ ? 1.0 : 0.0, advantage_scale_}, at::kDouble));
 }
 
 void Reinforce::Load(torch::serialize::InputArchive& archive) {

@@ -20,7 +20,8 @@ References ReferencesOf(const ComparisonReport& r) {
   References refs;
   for (const ReportRow& row : r.rows) {
     if (!row.valid) continue;
-    if (row.method.starts_with("single device")) refs.single = std::min(refs.single, row.step_seconds);
+    if (row.method.starts_with("single device"))
+      refs.single = std::min(refs.single, row.step_seconds);
     if (row.method.starts_with("data parallel")) refs.data_parallel = row.step_seconds;
   }
   return refs;
@@ -40,7 +41,8 @@ std::string Seconds(double s) {
 std::string Memory(const std::vector<int64_t>& bytes) {
   if (bytes.empty()) return "-";
   std::vector<std::string> parts;
-  for (int64_t b : bytes) parts.push_back(fmt::format("{:.1f}", static_cast<double>(b) / (1 << 20)));
+  for (int64_t b : bytes)
+    parts.push_back(fmt::format("{:.1f}", static_cast<double>(b) / (1 << 20)));
   return fmt::format("{} MiB", fmt::join(parts, " / "));
 }
 
@@ -48,11 +50,20 @@ std::string Escape(const std::string& text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -72,8 +83,9 @@ std::string BarChart(const ComparisonReport& r) {
   const int height = top + bars * (bar + gap) + 30;
   auto x = [&](double s) { return label + static_cast<int>(width * s / longest); };
   std::ostringstream svg;
-  svg << fmt::format(R"(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" font-family="sans-serif" font-size="12">)",
-                     label + width + 90, height);
+  svg << fmt::format(
+      R"(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" font-family="sans-serif" font-size="12">)",
+      label + width + 90, height);
   int y = top;
   for (const ReportRow& row : r.rows) {
     if (!row.valid) continue;
@@ -88,8 +100,9 @@ std::string BarChart(const ComparisonReport& r) {
   }
   if (r.lower_bound_seconds > 0) {
     int lx = x(r.lower_bound_seconds);
-    svg << fmt::format(R"(<line x1="{0}" y1="{1}" x2="{0}" y2="{2}" stroke="#1b9e77" stroke-dasharray="4 3"/>)",
-                       lx, top - 4, y);
+    svg << fmt::format(
+        R"(<line x1="{0}" y1="{1}" x2="{0}" y2="{2}" stroke="#1b9e77" stroke-dasharray="4 3"/>)",
+        lx, top - 4, y);
     svg << fmt::format(R"(<text x="{}" y="{}" fill="#1b9e77">lower bound {}</text>)", lx, y + 14,
                        Seconds(r.lower_bound_seconds));
   }
@@ -119,8 +132,9 @@ std::string LineChart(const std::vector<Series>& series, const std::string& x_la
   auto px = [&](double v) { return left + w * v / max_x; };
   auto py = [&](double v) { return top + h - h * (v - min_y) / (max_y - min_y); };
   std::ostringstream svg;
-  svg << fmt::format(R"(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" font-family="sans-serif" font-size="12">)",
-                     left + w + 20, top + h + 60);
+  svg << fmt::format(
+      R"(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" font-family="sans-serif" font-size="12">)",
+      left + w + 20, top + h + 60);
   svg << fmt::format(R"(<rect x="{}" y="{}" width="{}" height="{}" fill="none" stroke="#999"/>)",
                      left, top, w, h);
   svg << fmt::format(R"(<text x="{}" y="{}" text-anchor="end">{}</text>)", left - 4, top + 10,
@@ -169,13 +183,14 @@ std::string ReportTable(const ComparisonReport& r) {
     }
     out << fmt::format("{:<30} {:>11} {:>10} {:>10} {:>12} {:>22}\n", row.method,
                        Seconds(row.step_seconds), Ratio(refs.single, row.step_seconds),
-                       Ratio(refs.data_parallel, row.step_seconds),
-                       Seconds(row.seconds_to_produce), Memory(row.peak_memory_bytes));
+                       Ratio(refs.data_parallel, row.step_seconds), Seconds(row.seconds_to_produce),
+                       Memory(row.peak_memory_bytes));
   }
   if (r.lower_bound_seconds > 0) {
-    out << fmt::format("lower bound: {} (critical path on the fastest devices, free "
-                       "communication; or total work / devices)\n",
-                       Seconds(r.lower_bound_seconds));
+    out << fmt::format(
+        "lower bound: {} (critical path on the fastest devices, free "
+        "communication; or total work / devices)\n",
+        Seconds(r.lower_bound_seconds));
   }
   return out.str();
 }
@@ -183,9 +198,10 @@ std::string ReportTable(const ComparisonReport& r) {
 std::string ReportMarkdown(const ComparisonReport& r) {
   References refs = ReferencesOf(r);
   std::ostringstream out;
-  out << fmt::format("# placer compare: {}\n\nDevices: {}. Evaluator: {}. Every placement below "
-                     "was evaluated by that evaluator in this run.\n\n",
-                     r.model, fmt::join(r.devices, ", "), r.evaluator);
+  out << fmt::format(
+      "# placer compare: {}\n\nDevices: {}. Evaluator: {}. Every placement below "
+      "was evaluated by that evaluator in this run.\n\n",
+      r.model, fmt::join(r.devices, ", "), r.evaluator);
   out << "| method | step time | speed-up vs best single device | vs data parallel | step time / "
          "lower bound | time to produce | valid | peak memory per device |\n";
   out << "| --- | ---: | ---: | ---: | ---: | ---: | --- | --- |\n";
@@ -195,13 +211,12 @@ std::string ReportMarkdown(const ComparisonReport& r) {
                          Seconds(row.seconds_to_produce), row.invalid_reason);
       continue;
     }
-    out << fmt::format("| {} | {} | {} | {} | {} | {} | yes | {} |\n", row.method,
-                       Seconds(row.step_seconds), Ratio(refs.single, row.step_seconds),
-                       Ratio(refs.data_parallel, row.step_seconds),
-                       r.lower_bound_seconds > 0
-                           ? fmt::format("{:.2f}", row.step_seconds / r.lower_bound_seconds)
-                           : "-",
-                       Seconds(row.seconds_to_produce), Memory(row.peak_memory_bytes));
+    out << fmt::format(
+        "| {} | {} | {} | {} | {} | {} | yes | {} |\n", row.method, Seconds(row.step_seconds),
+        Ratio(refs.single, row.step_seconds), Ratio(refs.data_parallel, row.step_seconds),
+        r.lower_bound_seconds > 0 ? fmt::format("{:.2f}", row.step_seconds / r.lower_bound_seconds)
+                                  : "-",
+        Seconds(row.seconds_to_produce), Memory(row.peak_memory_bytes));
   }
   if (r.lower_bound_seconds > 0) {
     out << fmt::format("\nLower bound: {}.\n", Seconds(r.lower_bound_seconds));
@@ -224,13 +239,14 @@ std::string ReportMarkdown(const ComparisonReport& r) {
 std::string ReportHtml(const ComparisonReport& r) {
   std::ostringstream out;
   out << "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>placer compare: "
-      << Escape(r.model) << "</title><style>body{font-family:sans-serif;max-width:960px;margin:2em "
-                            "auto}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
-                            "padding:3px 8px;text-align:right}td:first-child{text-align:left}"
-                            "</style></head><body>";
-  out << "<h1>placer compare: " << Escape(r.model) << "</h1><p>Devices: "
-      << Escape(fmt::format("{}", fmt::join(r.devices, ", "))) << ". Evaluator: "
-      << Escape(r.evaluator) << ".</p>";
+      << Escape(r.model)
+      << "</title><style>body{font-family:sans-serif;max-width:960px;margin:2em "
+         "auto}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
+         "padding:3px 8px;text-align:right}td:first-child{text-align:left}"
+         "</style></head><body>";
+  out << "<h1>placer compare: " << Escape(r.model)
+      << "</h1><p>Devices: " << Escape(fmt::format("{}", fmt::join(r.devices, ", ")))
+      << ". Evaluator: " << Escape(r.evaluator) << ".</p>";
   out << "<h2>Step time per method</h2>" << BarChart(r);
   out << "<h2>Learned search</h2>";
   std::vector<Series> by_evaluations = {

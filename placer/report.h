@@ -15,7 +15,7 @@ struct ReportRow {
   bool valid = false;
   std::string invalid_reason;
   double step_seconds = 0;
-  double seconds_to_produce = 0;  // search or algorithm time; 0 for fixed placements
+  double seconds_to_produce = 0;           // search or algorithm time; 0 for fixed placements
   std::vector<int64_t> peak_memory_bytes;  // per device, when the evaluator reports it
 };
 

@@ -65,7 +65,9 @@ struct RunState {
     nlohmann::json cache_json = nlohmann::json::array();
     for (const auto& [key, v] : cache) {
       cache_json.push_back({{"placement", std::vector<int>(key.begin(), key.end())},
-                            {"valid", v.valid}, {"seconds", v.seconds}, {"reason", v.reason}});
+                            {"valid", v.valid},
+                            {"seconds", v.seconds},
+                            {"reason", v.reason}});
     }
     nlohmann::json curve_json = nlohmann::json::array();
     for (const CurvePoint& p : curve) {
@@ -132,11 +134,12 @@ RunState LoadCheckpoint(const std::filesystem::path& file, Reinforce& learner) {
 }  // namespace
 
 void WriteBestPlacement(const std::filesystem::path& dir, const graph::Graph& graph,
-                        const graph::Placement& placement, const std::string& model,
-                        double seconds, const std::string& evaluator) {
-  std::string yaml = fmt::format("# best placement found by placer search: {:.3f} ms per step ({})\n"
-                                 "model: {}\nstep_time_seconds: {}\n",
-                                 seconds * 1e3, evaluator, model, seconds) +
+                        const graph::Placement& placement, const std::string& model, double seconds,
+                        const std::string& evaluator) {
+  std::string yaml = fmt::format(
+                         "# best placement found by placer search: {:.3f} ms per step ({})\n"
+                         "model: {}\nstep_time_seconds: {}\n",
+                         seconds * 1e3, evaluator, model, seconds) +
                      graph::PlacementToYaml(graph, placement);
   graph::WriteFileAtomically(dir / "best_placement.yaml", yaml);
   proto::WritePlacementProto(dir / "best_placement.pb", dir / "best_placement.pbtxt", graph,
@@ -156,7 +159,8 @@ SearchOutcome RunSearch(const graph::Graph& graph, const graph::Grouping& groupi
     std::filesystem::create_directories(o.run_dir);
     if (o.resume) {
       if (!std::filesystem::exists(checkpoint)) {
-        throw std::runtime_error(fmt::format("{}: no checkpoint to resume from", checkpoint.string()));
+        throw std::runtime_error(
+            fmt::format("{}: no checkpoint to resume from", checkpoint.string()));
       }
       state = LoadCheckpoint(checkpoint, learner);
       // Rows logged after the checkpoint belong to steps that will be run again.
@@ -164,10 +168,10 @@ SearchOutcome RunSearch(const graph::Graph& graph, const graph::Grouping& groupi
         std::filesystem::resize_file(csv_path, static_cast<uintmax_t>(state.csv_bytes));
       }
     } else if (std::filesystem::exists(checkpoint)) {
-      throw std::runtime_error(fmt::format(
-          "{} holds a search already: pass --resume to continue it, or choose another "
-          "output.directory",
-          o.run_dir.string()));
+      throw std::runtime_error(
+          fmt::format("{} holds a search already: pass --resume to continue it, or choose another "
+                      "output.directory",
+                      o.run_dir.string()));
     } else {
       std::filesystem::remove(csv_path);
     }
@@ -219,7 +223,7 @@ SearchOutcome RunSearch(const graph::Graph& graph, const graph::Grouping& groupi
       state.best = sample;
       if (writes) {
         WriteBestPlacement(o.run_dir, graph, graph::ToPlacement(graph, grouping, sample, devices),
-                  o.model_name, v.seconds, evaluator.name());
+                           o.model_name, v.seconds, evaluator.name());
       }
     }
     return v;
@@ -276,8 +280,7 @@ SearchOutcome RunSearch(const graph::Graph& graph, const graph::Grouping& groupi
                            reason);
       }
       csv.flush();
-      tensorboard->AddScalar("reward/mean", state.step,
-                             -std::sqrt(mean_seconds));
+      tensorboard->AddScalar("reward/mean", state.step, -std::sqrt(mean_seconds));
       tensorboard->AddScalar("step_time_ms/mean", state.step, mean_seconds * 1e3);
       if (std::isfinite(state.best_seconds)) {
         tensorboard->AddScalar("step_time_ms/best", state.step, state.best_seconds * 1e3);
@@ -286,12 +289,14 @@ SearchOutcome RunSearch(const graph::Graph& graph, const graph::Grouping& groupi
       tensorboard->AddScalar("policy/baseline", state.step, stats.baseline);
     }
     ++state.step;
-    state.curve.push_back({state.step, state.evaluations, elapsed(), state.best_seconds, mean_seconds});
+    state.curve.push_back(
+        {state.step, state.evaluations, elapsed(), state.best_seconds, mean_seconds});
     if (o.progress) {
       double per_step = elapsed() / std::max(1, state.step);
-      double eta = std::min({per_step * (o.policy_steps - state.step),
-                             o.max_wall_seconds - elapsed()});
-      std::fprintf(stderr, "%s[search] step %d/%d  evals %d/%d  best %s  mean %s  elapsed %s  ETA %s%s",
+      double eta =
+          std::min({per_step * (o.policy_steps - state.step), o.max_wall_seconds - elapsed()});
+      std::fprintf(stderr,
+                   "%s[search] step %d/%d  evals %d/%d  best %s  mean %s  elapsed %s  ETA %s%s",
                    isatty(STDERR_FILENO) ? "\r\033[K" : "", state.step, o.policy_steps,
                    state.evaluations, o.max_evaluations, Ms(state.best_seconds).c_str(),
                    Ms(mean_seconds).c_str(), Duration(elapsed()).c_str(),

@@ -17,12 +17,12 @@ namespace placer::search {
 
 struct SearchOptions {
   int policy_steps = 50;
-  int max_evaluations = 200;        // distinct placements evaluated (cache hits are free)
-  double max_wall_seconds = 600;    // across resumes
+  int max_evaluations = 200;      // distinct placements evaluated (cache hits are free)
+  double max_wall_seconds = 600;  // across resumes
   uint64_t seed = 1;
-  int checkpoint_every = 10;        // policy steps
+  int checkpoint_every = 10;          // policy steps
   double failing_step_seconds = 100;  // an invalid placement is rewarded as a step this slow
-  bool cache = true;                // never evaluate the same placement twice
+  bool cache = true;                  // never evaluate the same placement twice
   PolicyOptions policy;
   ReinforceOptions reinforce;
   // Known placements (device per group), e.g. single device and data parallel. A fresh search
@@ -31,10 +31,10 @@ struct SearchOptions {
   std::vector<std::vector<int>> warm_start;
   double warm_start_probability = 0.8;  // per group, after the warm-up
   int warm_start_max_steps = 200;
-  std::filesystem::path run_dir;    // outputs and checkpoint; empty: write nothing
-  bool resume = false;              // continue from run_dir/checkpoint.pt
+  std::filesystem::path run_dir;  // outputs and checkpoint; empty: write nothing
+  bool resume = false;            // continue from run_dir/checkpoint.pt
   std::string model_name;
-  bool progress = false;            // a live progress line on stderr
+  bool progress = false;                              // a live progress line on stderr
   const std::atomic<bool>* stop_requested = nullptr;  // set by SIGINT/SIGTERM: checkpoint, stop
 };
 
@@ -64,8 +64,8 @@ struct SearchOutcome {
 
 // best_placement.yaml, .pb and .pbtxt in `dir`, each written atomically.
 void WriteBestPlacement(const std::filesystem::path& dir, const graph::Graph& graph,
-                        const graph::Placement& placement, const std::string& model,
-                        double seconds, const std::string& evaluator);
+                        const graph::Placement& placement, const std::string& model, double seconds,
+                        const std::string& evaluator);
 
 // Outputs in run_dir: search.csv (one row per sample), best_placement.yaml/.pb/.pbtxt,
 // events.out.tfevents.* (TensorBoard), checkpoint.pt. All files but the append-only logs are

@@ -65,8 +65,8 @@ graph::Placement ReadPlacementProto(const std::filesystem::path& file, const gra
     }
     auto it = std::find(devices.begin(), devices.end(), op.device());
     if (it == devices.end()) {
-      throw graph::PlacementError(fmt::format("{}: op '{}': unknown device '{}'", file.string(),
-                                              op.op(), op.device()));
+      throw graph::PlacementError(
+          fmt::format("{}: op '{}': unknown device '{}'", file.string(), op.op(), op.device()));
     }
     placement.device_of_op[static_cast<size_t>(*id)] = static_cast<int>(it - devices.begin());
   }
@@ -92,9 +92,9 @@ TensorBoardWriter::TensorBoardWriter(const std::filesystem::path& directory) {
   char host[256] = "localhost";
   ::gethostname(host, sizeof(host) - 1);
   auto now = std::chrono::system_clock::now().time_since_epoch();
-  path_ = directory / fmt::format("events.out.tfevents.{}.{}",
-                                  std::chrono::duration_cast<std::chrono::seconds>(now).count(),
-                                  host);
+  path_ =
+      directory / fmt::format("events.out.tfevents.{}.{}",
+                              std::chrono::duration_cast<std::chrono::seconds>(now).count(), host);
   // A resumed run in the same second must not overwrite the earlier file.
   for (int n = 1; std::filesystem::exists(path_); ++n) path_ += fmt::format(".{}", n);
   file_ = std::fopen(path_.c_str(), "wb");

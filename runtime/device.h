@@ -14,9 +14,9 @@ enum class DeviceType : uint8_t { kCpu, kCuda };
 struct Device {
   std::string name;  // "cpu:0", "cuda:1"
   DeviceType type = DeviceType::kCpu;
-  int index = 0;                  // CUDA ordinal, or the CPU worker's number
-  int threads = 1;                // intra-op threads of a CPU worker
-  int64_t memory_capacity = 0;    // bytes
+  int index = 0;                // CUDA ordinal, or the CPU worker's number
+  int threads = 1;              // intra-op threads of a CPU worker
+  int64_t memory_capacity = 0;  // bytes
 };
 
 using DeviceSet = std::vector<Device>;

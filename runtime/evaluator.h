@@ -13,7 +13,7 @@ namespace placer::runtime {
 
 struct DeviceStats {
   std::string device;
-  double busy_seconds = 0;       // time spent running ops in one step
+  double busy_seconds = 0;  // time spent running ops in one step
   int64_t peak_memory_bytes = 0;
 };
 
@@ -35,13 +35,13 @@ struct TraceEvent {
 
 struct EvaluationResult {
   bool valid = false;
-  std::string invalid_reason;         // set when !valid: names the device, op or limit
-  double step_seconds = 0;            // median of the timed steps
+  std::string invalid_reason;  // set when !valid: names the device, op or limit
+  double step_seconds = 0;     // median of the timed steps
   double min_seconds = 0, max_seconds = 0;
-  std::vector<double> step_samples;   // every timed step
-  std::vector<DeviceStats> devices;   // from the median step
+  std::vector<double> step_samples;  // every timed step
+  std::vector<DeviceStats> devices;  // from the median step
   std::vector<TransferStats> transfers;
-  std::vector<TraceEvent> trace;      // of the last timed step, when asked for
+  std::vector<TraceEvent> trace;  // of the last timed step, when asked for
   double final_loss = 0;
 };
 

@@ -100,13 +100,13 @@ struct Executor::Impl {
   // Static plan.
   std::vector<int> op_device;
   std::vector<int> topo_rank;
-  std::vector<int> home;                               // per tensor: device, or kHost
-  std::vector<std::vector<int>> remote;                // per tensor: other devices consuming it
-  std::vector<std::vector<std::vector<OpId>>> users;   // [tensor][device]: distinct consumers
-  std::vector<int> initial_pending;                    // per op: distinct inputs
-  std::vector<OpId> backward_of;                       // forward op -> its backward op
-  std::vector<std::vector<bool>> needs_grad;           // forward op -> per input
-  std::vector<TensorId> feeds;                         // input and label tensors
+  std::vector<int> home;                              // per tensor: device, or kHost
+  std::vector<std::vector<int>> remote;               // per tensor: other devices consuming it
+  std::vector<std::vector<std::vector<OpId>>> users;  // [tensor][device]: distinct consumers
+  std::vector<int> initial_pending;                   // per op: distinct inputs
+  std::vector<OpId> backward_of;                      // forward op -> its backward op
+  std::vector<std::vector<bool>> needs_grad;          // forward op -> per input
+  std::vector<TensorId> feeds;                        // input and label tensors
   std::vector<TensorId> parameters;
   int ops_to_run = 0;
 
@@ -180,7 +180,8 @@ struct Executor::Impl {
     op_device = graph::ExpandPlacement(graph, placement);
     std::vector<OpId> order = graph.TopologicalOrder();
     topo_rank.assign(order.size(), 0);
-    for (size_t i = 0; i < order.size(); ++i) topo_rank[static_cast<size_t>(order[i])] = static_cast<int>(i);
+    for (size_t i = 0; i < order.size(); ++i)
+      topo_rank[static_cast<size_t>(order[i])] = static_cast<int>(i);
 
     std::vector<bool> runs(static_cast<size_t>(graph.num_ops()), true);
     if (options.forward_only) {
@@ -206,11 +207,13 @@ struct Executor::Impl {
       }
       for (OpId consumer : tensor.consumers) {
         if (!runs[static_cast<size_t>(consumer)]) continue;
-        auto& list = users[static_cast<size_t>(t)][static_cast<size_t>(op_device[static_cast<size_t>(consumer)])];
+        auto& list = users[static_cast<size_t>(t)]
+                          [static_cast<size_t>(op_device[static_cast<size_t>(consumer)])];
         if (std::find(list.begin(), list.end(), consumer) == list.end()) list.push_back(consumer);
       }
       for (int d = 0; d < num_devices; ++d) {
-        if (d != home[static_cast<size_t>(t)] && !users[static_cast<size_t>(t)][static_cast<size_t>(d)].empty()) {
+        if (d != home[static_cast<size_t>(t)] &&
+            !users[static_cast<size_t>(t)][static_cast<size_t>(d)].empty()) {
           remote[static_cast<size_t>(t)].push_back(d);
         }
       }
@@ -254,11 +257,12 @@ struct Executor::Impl {
     streams.assign(static_cast<size_t>(num_devices), std::nullopt);
     for (int d = 0; d < num_devices; ++d) {
       if (IsCuda(d)) {
-        streams[static_cast<size_t>(d)] =
-            c10::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(devices[static_cast<size_t>(d)].index));
+        streams[static_cast<size_t>(d)] = c10::cuda::getStreamFromPool(
+            false, static_cast<c10::DeviceIndex>(devices[static_cast<size_t>(d)].index));
       }
     }
-    ready_events.assign(n, std::vector<std::shared_ptr<at::cuda::CUDAEvent>>(static_cast<size_t>(num_devices)));
+    ready_events.assign(
+        n, std::vector<std::shared_ptr<at::cuda::CUDAEvent>>(static_cast<size_t>(num_devices)));
 #endif
   }
 
@@ -311,9 +315,10 @@ struct Executor::Impl {
     }
     const Device& dev = devices[static_cast<size_t>(device)];
     if (dev.memory_capacity > 0 && now > dev.memory_capacity) {
-      throw StepFailure(fmt::format("out of memory on {}: the step needs at least {} bytes, the "
-                                    "capacity is {} bytes",
-                                    dev.name, now, dev.memory_capacity));
+      throw StepFailure(
+          fmt::format("out of memory on {}: the step needs at least {} bytes, the "
+                      "capacity is {} bytes",
+                      dev.name, now, dev.memory_capacity));
     }
   }
   void Release(int device, int64_t bytes) {
@@ -325,10 +330,12 @@ struct Executor::Impl {
   // on `device` and wakes the ops there that were waiting only for it.
   void Publish(TensorId t, int device, at::Tensor value) {
     auto& slot = values[static_cast<size_t>(t)][static_cast<size_t>(device)];
-    const bool resident = graph.tensor(t).kind == TensorKind::kParameter && device == home[static_cast<size_t>(t)];
+    const bool resident =
+        graph.tensor(t).kind == TensorKind::kParameter && device == home[static_cast<size_t>(t)];
     slot = std::move(value);
     const auto& consumers = users[static_cast<size_t>(t)][static_cast<size_t>(device)];
-    uses_left[static_cast<size_t>(t)][static_cast<size_t>(device)] = static_cast<int>(consumers.size());
+    uses_left[static_cast<size_t>(t)][static_cast<size_t>(device)] =
+        static_cast<int>(consumers.size());
     if (!resident) Allocate(device, graph.tensor(t).bytes());
     for (OpId consumer : consumers) {
       if (pending[static_cast<size_t>(consumer)].fetch_sub(1) == 1) {
@@ -344,7 +351,8 @@ struct Executor::Impl {
 
   void Consumed(TensorId t, int device) {
     if (options.forward_only) return;  // predictions read values after the step
-    const bool resident = graph.tensor(t).kind == TensorKind::kParameter && device == home[static_cast<size_t>(t)];
+    const bool resident =
+        graph.tensor(t).kind == TensorKind::kParameter && device == home[static_cast<size_t>(t)];
     if (resident) return;
     if (--uses_left[static_cast<size_t>(t)][static_cast<size_t>(device)] == 0) {
       values[static_cast<size_t>(t)][static_cast<size_t>(device)] = at::Tensor();
@@ -451,7 +459,8 @@ struct Executor::Impl {
 
   void RunForward(OpId id, int device, std::vector<at::Tensor>& inputs) {
     const Op& op = graph.op(id);
-    const bool differentiate = !options.forward_only && backward_of[static_cast<size_t>(id)] != graph::kNoOp;
+    const bool differentiate =
+        !options.forward_only && backward_of[static_cast<size_t>(id)] != graph::kNoOp;
     std::vector<at::Tensor> outputs;
     if (differentiate) {
       at::AutoGradMode grad_mode(true);
@@ -614,7 +623,8 @@ struct Executor::Impl {
     for (TensorId t : feeds) {
       const graph::Tensor& tensor = graph.tensor(t);
       auto it = step_batch.find(tensor.name);
-      if (it == step_batch.end()) throw StepFailure(fmt::format("the batch has no '{}'", tensor.name));
+      if (it == step_batch.end())
+        throw StepFailure(fmt::format("the batch has no '{}'", tensor.name));
       if (it->second.sizes().vec() != tensor.shape) {
         throw StepFailure(fmt::format("batch tensor '{}' has shape {}, the graph expects {}",
                                       tensor.name, graph::ToString(it->second.sizes().vec()),
@@ -681,8 +691,9 @@ struct Executor::Impl {
       for (int to = 0; to < num_devices; ++to) {
         const Channel& c = channels[static_cast<size_t>((from + 1) * num_devices + to)];
         if (c.count == 0) continue;
-        result.transfers.push_back({from == kHost ? "host" : devices[static_cast<size_t>(from)].name,
-                                    devices[static_cast<size_t>(to)].name, c.bytes, c.count, c.seconds});
+        result.transfers.push_back(
+            {from == kHost ? "host" : devices[static_cast<size_t>(from)].name,
+             devices[static_cast<size_t>(to)].name, c.bytes, c.count, c.seconds});
       }
     }
     for (auto& events : trace_per_device) {
@@ -695,7 +706,8 @@ struct Executor::Impl {
   void ResetAfterFailure() {
     for (TensorId t = 0; t < graph.num_tensors(); ++t) {
       for (int d = 0; d < num_devices; ++d) {
-        bool resident = graph.tensor(t).kind == TensorKind::kParameter && d == home[static_cast<size_t>(t)];
+        bool resident =
+            graph.tensor(t).kind == TensorKind::kParameter && d == home[static_cast<size_t>(t)];
         if (!resident) values[static_cast<size_t>(t)][static_cast<size_t>(d)] = at::Tensor();
       }
     }
@@ -735,7 +747,9 @@ StepResult Executor::RunStep(const TensorMap& batch, double time_limit_seconds) 
 TensorMap Executor::Parameters() const {
   TensorMap result;
   for (TensorId t : impl_->parameters) {
-    const at::Tensor& value = impl_->values[static_cast<size_t>(t)][static_cast<size_t>(impl_->home[static_cast<size_t>(t)])];
+    const at::Tensor& value =
+        impl_->values[static_cast<size_t>(t)]
+                     [static_cast<size_t>(impl_->home[static_cast<size_t>(t)])];
     result.emplace(impl_->graph.tensor(t).name, value.to(at::kCPU).clone());
   }
   return result;

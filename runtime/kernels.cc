@@ -9,8 +9,7 @@ namespace placer::runtime {
 
 namespace ops = graph::op_types;
 
-std::vector<at::Tensor> RunForwardKernel(const graph::Op& op,
-                                         const std::vector<at::Tensor>& in) {
+std::vector<at::Tensor> RunForwardKernel(const graph::Op& op, const std::vector<at::Tensor>& in) {
   const graph::Attributes& a = op.attrs;
   auto bias = [&](size_t index) { return in.size() > index ? in[index] : at::Tensor(); };
   if (op.type == ops::kConv2d) {

@@ -11,6 +11,7 @@ namespace placer::runtime {
 
 // Runs forward op `op` on `inputs` (in the op's input order) and returns its outputs. Autograd
 // records the computation when grad mode is on, which is how backward ops get their gradients.
-std::vector<at::Tensor> RunForwardKernel(const graph::Op& op, const std::vector<at::Tensor>& inputs);
+std::vector<at::Tensor> RunForwardKernel(const graph::Op& op,
+                                         const std::vector<at::Tensor>& inputs);
 
 }  // namespace placer::runtime

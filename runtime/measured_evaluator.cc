@@ -58,11 +58,11 @@ EvaluationResult MeasuredEvaluator::Evaluate(const graph::Placement& placement) 
     std::vector<double> samples;
     std::vector<StepResult> steps;
     for (int step = 0; step < o.warmup_steps + o.timed_steps; ++step) {
-      double left = o.time_limit_seconds -
-                    std::chrono::duration<double>(Clock::now() - start).count();
+      double left =
+          o.time_limit_seconds - std::chrono::duration<double>(Clock::now() - start).count();
       if (left <= 0) {
-        throw StepFailure(fmt::format("time limit of {} s exceeded after {} steps",
-                                      o.time_limit_seconds, step));
+        throw StepFailure(
+            fmt::format("time limit of {} s exceeded after {} steps", o.time_limit_seconds, step));
       }
       StepResult r = executor.RunStep(state_->batch, left);
       if (step >= o.warmup_steps) {

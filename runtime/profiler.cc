@@ -52,8 +52,9 @@ std::string HardwareName(const Device& device) {
 // Median seconds to make a tensor of `bytes` on `from` (nullptr: host memory) available on `to`,
 // the way the executor does it: a clone between CPU workers, a copy otherwise.
 double CopySeconds(int64_t bytes, const Device* from, const Device& to) {
-  at::Tensor source = at::randn({bytes / 4}, at::TensorOptions(at::kFloat).device(
-                                                  from ? TorchDevice(*from) : at::Device(at::kCPU)));
+  at::Tensor source = at::randn(
+      {bytes / 4},
+      at::TensorOptions(at::kFloat).device(from ? TorchDevice(*from) : at::Device(at::kCPU)));
   if (from == nullptr && to.type == DeviceType::kCuda) source = source.pin_memory();
   std::vector<double> times;
   // On a thread with the sending worker's thread budget, as the executor's copies run.
@@ -117,10 +118,12 @@ sim::ProfiledCostModel ProfileDevices(const graph::Graph& graph, const DeviceSet
         if (e.lane == devices[d].name) op_times[e.name].push_back(e.duration_us * 1e-6);
       }
     }
-    for (const auto& [op, times] : op_times) profile.SetOpSeconds(op, devices[d].name, Median(times));
+    for (const auto& [op, times] : op_times)
+      profile.SetOpSeconds(op, devices[d].name, Median(times));
   }
   for (const Device& to : devices) {
-    if (to.type == DeviceType::kCuda) profile.SetLink(sim::kHostName, to.name, FitLink(nullptr, to));
+    if (to.type == DeviceType::kCuda)
+      profile.SetLink(sim::kHostName, to.name, FitLink(nullptr, to));
     for (const Device& from : devices) {
       if (&from != &to) profile.SetLink(from.name, to.name, FitLink(&from, to));
     }

@@ -10,7 +10,8 @@ namespace placer::runtime {
 std::string ChromeTraceJson(const std::vector<TraceEvent>& events, const std::string& process) {
   // Device lanes first, then transfer channels ("from->to"), each sorted by name.
   std::map<std::pair<bool, std::string>, int> order;
-  for (const TraceEvent& e : events) order.emplace(std::pair{e.lane.find("->") != std::string::npos, e.lane}, 0);
+  for (const TraceEvent& e : events)
+    order.emplace(std::pair{e.lane.find("->") != std::string::npos, e.lane}, 0);
   std::map<std::string, int> tid_of;
   nlohmann::json trace = nlohmann::json::array();
   trace.push_back(
@@ -18,14 +19,24 @@ std::string ChromeTraceJson(const std::vector<TraceEvent>& events, const std::st
   int tid = 0;
   for (const auto& [key, unused] : order) {
     tid_of[key.second] = ++tid;
-    trace.push_back({{"ph", "M"}, {"pid", 1}, {"tid", tid}, {"name", "thread_name"},
+    trace.push_back({{"ph", "M"},
+                     {"pid", 1},
+                     {"tid", tid},
+                     {"name", "thread_name"},
                      {"args", {{"name", key.second}}}});
-    trace.push_back({{"ph", "M"}, {"pid", 1}, {"tid", tid}, {"name", "thread_sort_index"},
+    trace.push_back({{"ph", "M"},
+                     {"pid", 1},
+                     {"tid", tid},
+                     {"name", "thread_sort_index"},
                      {"args", {{"sort_index", tid}}}});
   }
   for (const TraceEvent& e : events) {
-    trace.push_back({{"ph", "X"}, {"pid", 1}, {"tid", tid_of.at(e.lane)}, {"name", e.name},
-                     {"ts", e.start_us}, {"dur", e.duration_us}});
+    trace.push_back({{"ph", "X"},
+                     {"pid", 1},
+                     {"tid", tid_of.at(e.lane)},
+                     {"name", e.name},
+                     {"ts", e.start_us},
+                     {"dur", e.duration_us}});
   }
   return nlohmann::json{{"traceEvents", trace}, {"displayTimeUnit", "ms"}}.dump() + "\n";
 }

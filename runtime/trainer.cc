@@ -14,9 +14,8 @@ namespace {
 // Images scaled to [0, 1] as d2l's ToTensor does, labels as int64, for rows [begin, end).
 std::pair<at::Tensor, at::Tensor> Slice(const ImageDataset& data, const at::Tensor& order,
                                         int64_t begin, int64_t end, int64_t batch) {
-  at::Tensor all_pixels =
-      at::from_blob(const_cast<uint8_t*>(data.pixels.data()), {data.count, 1, data.rows, data.cols},
-                    at::kByte);
+  at::Tensor all_pixels = at::from_blob(const_cast<uint8_t*>(data.pixels.data()),
+                                        {data.count, 1, data.rows, data.cols}, at::kByte);
   at::Tensor all_labels =
       at::from_blob(const_cast<uint8_t*>(data.labels.data()), {data.count}, at::kByte);
   at::Tensor index = order.slice(0, begin, end);
@@ -42,9 +41,8 @@ double TestAccuracy(const graph::Graph& eval_graph, const DeviceSet& devices,
   ExecutorOptions options;
   options.forward_only = true;
   DeviceSet first = {devices.front()};
-  Executor executor(eval_graph, first,
-                    graph::Placement::AllOn(eval_graph, DeviceNames(first), 0), parameters,
-                    options);
+  Executor executor(eval_graph, first, graph::Placement::AllOn(eval_graph, DeviceNames(first), 0),
+                    parameters, options);
   const std::string logits = LogitsOf(eval_graph);
   at::Tensor order = at::arange(test.count, at::kLong);
   int64_t correct = 0;
@@ -53,7 +51,10 @@ double TestAccuracy(const graph::Graph& eval_graph, const DeviceSet& devices,
     auto [images, labels] = Slice(test, order, begin, end, batch);
     executor.RunStep({{"images", images}, {"labels", labels}});
     at::Tensor predicted = executor.LastValue(logits).to(at::kCPU).argmax(1);
-    correct += predicted.slice(0, 0, end - begin).eq(labels.slice(0, 0, end - begin)).sum().item<int64_t>();
+    correct += predicted.slice(0, 0, end - begin)
+                   .eq(labels.slice(0, 0, end - begin))
+                   .sum()
+                   .item<int64_t>();
   }
   return static_cast<double>(correct) / static_cast<double>(test.count);
 }
@@ -82,7 +83,8 @@ std::vector<EpochReport> Train(const TrainingSetup& setup, const graph::Graph& e
     report.epoch = epoch;
     at::Tensor order = at::randperm(train.count, shuffle, at::kLong);
     int64_t steps = train.count / batch;  // full minibatches only
-    if (options.max_steps_per_epoch > 0) steps = std::min<int64_t>(steps, options.max_steps_per_epoch);
+    if (options.max_steps_per_epoch > 0)
+      steps = std::min<int64_t>(steps, options.max_steps_per_epoch);
     double loss_sum = 0;
     auto begin = Clock::now();
     for (int64_t step = 0; step < steps; ++step) {

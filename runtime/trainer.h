@@ -23,9 +23,9 @@ struct TrainOptions {
 struct EpochReport {
   int epoch = 0;
   int steps = 0;
-  double train_loss = 0;      // mean over the epoch's steps
-  double test_accuracy = 0;   // on all test images
-  double seconds = 0;         // training steps only, evaluation excluded
+  double train_loss = 0;     // mean over the epoch's steps
+  double test_accuracy = 0;  // on all test images
+  double seconds = 0;        // training steps only, evaluation excluded
 };
 
 // What is trained: the training-step graph and its placement, plus how a minibatch of `batch`

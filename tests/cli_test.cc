@@ -54,10 +54,12 @@ TEST(CliTest, InspectShowsTheReplicasOfTheDefaultConfig) {
 TEST(CliTest, SimulatedSearchWritesItsOutputsAndRefusesToOverwriteThem) {
   auto dir = std::filesystem::temp_directory_path() / "placer_cli_test_search";
   std::filesystem::remove_all(dir);
-  std::string path = WriteTemp(
-      "search.yaml", "model:\n  builtin: lenet\n  replicas: 2\ndevices: [cpu:0, cpu:1]\n"
-                     "search:\n  evaluator: simulated\n  policy_steps: 6\n  checkpoint_every: 2\n"
-                     "output:\n  directory: " + dir.string() + "\n");
+  std::string path =
+      WriteTemp("search.yaml",
+                "model:\n  builtin: lenet\n  replicas: 2\ndevices: [cpu:0, cpu:1]\n"
+                "search:\n  evaluator: simulated\n  policy_steps: 6\n  checkpoint_every: 2\n"
+                "output:\n  directory: " +
+                    dir.string() + "\n");
   Result r = RunPlacer("search --config " + path);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, AllOf(HasSubstr("learned (best of"), HasSubstr("data parallel")));
@@ -88,7 +90,8 @@ TEST(CliTest, BadConfigExitsWithTwoAndNamesFileKeyAndLine) {
 }
 
 TEST(CliTest, InconsistentModelSizesExitWithTwo) {
-  std::string path = WriteTemp("tiny.yaml", "model:\n  builtin: lenet\n  lenet:\n    image_size: 15\n");
+  std::string path =
+      WriteTemp("tiny.yaml", "model:\n  builtin: lenet\n  lenet:\n    image_size: 15\n");
   Result r = RunPlacer("validate --config " + path);
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_THAT(r.output, HasSubstr("image_size"));
@@ -109,20 +112,21 @@ TEST(CliTest, CompareEvaluatesEveryMethodAndWritesTheReports) {
   auto dir = std::filesystem::temp_directory_path() / "placer_cli_test_compare";
   std::filesystem::remove_all(dir);
   // Simulated GPUs the machine does not have, and the shipped expert placement.
-  std::string config = WriteTemp("compare.yaml", "model:\n  builtin: lenet\n"
-                                                 "devices: [cuda:0, cuda:1, cpu:0]\n"
-                                                 "search:\n  evaluator: simulated\n"
-                                                 "  policy_steps: 5\noutput:\n  directory: " +
-                                                     dir.string() + "\n");
+  std::string config = WriteTemp("compare.yaml",
+                                 "model:\n  builtin: lenet\n"
+                                 "devices: [cuda:0, cuda:1, cpu:0]\n"
+                                 "search:\n  evaluator: simulated\n"
+                                 "  policy_steps: 5\noutput:\n  directory: " +
+                                     dir.string() + "\n");
   std::filesystem::create_directories(std::filesystem::path(config).parent_path() / "experts");
   std::filesystem::copy_file(std::string(PLACER_SOURCE_DIR) + "/configs/experts/lenet.yaml",
                              std::filesystem::path(config).parent_path() / "experts/lenet.yaml",
                              std::filesystem::copy_options::overwrite_existing);
   Result r = RunPlacer("compare --config " + config);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  for (const char* method : {"single device cuda:0", "data parallel", "expert (lenet.yaml)",
-                             "m-TOPO", "m-ETF", "m-SCT", "HEFT", "METIS", "Scotch", "learned (",
-                             "random search (", "lower bound"}) {
+  for (const char* method :
+       {"single device cuda:0", "data parallel", "expert (lenet.yaml)", "m-TOPO", "m-ETF", "m-SCT",
+        "HEFT", "METIS", "Scotch", "learned (", "random search (", "lower bound"}) {
     EXPECT_THAT(r.output, HasSubstr(method));
   }
   std::ifstream html(dir / "report.html");
@@ -136,10 +140,12 @@ TEST(CliTest, ProfileFeedsTheSimulatorThatEvaluateCompares) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   std::string profile = (dir / "profile.json").string();
-  std::string path = WriteTemp(
-      "profile.yaml", "model:\n  builtin: lenet\n  batch_size: 32\ndevices: [cpu:0, cpu:1]\n"
-                      "measurement:\n  warmup_steps: 1\n  timed_steps: 2\n"
-                      "simulation:\n  profile: " + profile + "\n");
+  std::string path =
+      WriteTemp("profile.yaml",
+                "model:\n  builtin: lenet\n  batch_size: 32\ndevices: [cpu:0, cpu:1]\n"
+                "measurement:\n  warmup_steps: 1\n  timed_steps: 2\n"
+                "simulation:\n  profile: " +
+                    profile + "\n");
   Result r = RunPlacer("profile --config " + path + " --output " + profile);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   // 30 ops of the training step, timed on each of the two devices.

@@ -198,9 +198,10 @@ const std::string kM = kMinimal;
 INSTANTIATE_TEST_SUITE_P(
     Cases, BadConfigTest,
     testing::Values(
-        BadCase{"UnknownTopLevelKey", kM + "foo: 1\n", 3, "foo",
-                "unknown key 'foo'; expected one of: model, devices, measurement, search, simulation, "
-                "output"},
+        BadCase{
+            "UnknownTopLevelKey", kM + "foo: 1\n", 3, "foo",
+            "unknown key 'foo'; expected one of: model, devices, measurement, search, simulation, "
+            "output"},
         BadCase{"UnknownNestedKey", kM + "  lenet:\n    hiden: 3\n", 4, "model.lenet.hiden",
                 "unknown key 'hiden'; expected one of: image_size, conv1_channels"},
         BadCase{"DuplicateKey", kM + "  builtin: lenet\n", 3, "model.builtin",

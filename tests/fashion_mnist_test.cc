@@ -27,7 +27,8 @@ std::array<int, 10> Histogram(const std::vector<uint8_t>& labels) {
 }
 
 TEST(FashionMnistTest, RealTrainSplit) {
-  ASSERT_TRUE(fs::is_directory(kDataset)) << "dataset-fashion-mnist is not installed (scripts/setup.sh installs it)";
+  ASSERT_TRUE(fs::is_directory(kDataset))
+      << "dataset-fashion-mnist is not installed (scripts/setup.sh installs it)";
   const ImageDataset train = LoadFashionMnist("train");
   EXPECT_EQ(train.count, 60000);
   EXPECT_EQ(train.rows, 28);
@@ -42,7 +43,8 @@ TEST(FashionMnistTest, RealTrainSplit) {
 }
 
 TEST(FashionMnistTest, RealTestSplit) {
-  ASSERT_TRUE(fs::is_directory(kDataset)) << "dataset-fashion-mnist is not installed (scripts/setup.sh installs it)";
+  ASSERT_TRUE(fs::is_directory(kDataset))
+      << "dataset-fashion-mnist is not installed (scripts/setup.sh installs it)";
   const ImageDataset test = LoadFashionMnist("test", kDataset);
   EXPECT_EQ(test.count, 10000);
   EXPECT_EQ(test.rows, 28);

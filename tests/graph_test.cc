@@ -164,7 +164,8 @@ TEST_F(ValidationTest, UnknownOpTypeIsNamed) {
 }
 
 TEST_F(ValidationTest, MissingAttributeIsNamed) {
-  TensorId img = graph_.AddTensor({.name = "img", .shape = {1, 1, 8, 8}, .kind = TensorKind::kInput});
+  TensorId img =
+      graph_.AddTensor({.name = "img", .shape = {1, 1, 8, 8}, .kind = TensorKind::kInput});
   TensorId out = graph_.AddTensor({.name = "out", .shape = {1, 1, 4, 4}});
   graph_.AddOp({.name = "pool", .type = op_types::kAvgPool2d, .inputs = {img}, .outputs = {out}});
   EXPECT_THAT(ValidationMessage(), AllOf(HasSubstr("op 'pool'"), HasSubstr("'kernel'")));
@@ -172,8 +173,8 @@ TEST_F(ValidationTest, MissingAttributeIsNamed) {
 
 TEST_F(ValidationTest, WritingAParameterIsRejected) {
   graph_.AddOp({.name = "fc", .type = op_types::kLinear, .inputs = {x_, w_}, .outputs = {y_}});
-  TensorId w_shadow = graph_.AddTensor({.name = "w_shadow", .shape = {4, 3},
-                                        .kind = TensorKind::kParameter});
+  TensorId w_shadow =
+      graph_.AddTensor({.name = "w_shadow", .shape = {4, 3}, .kind = TensorKind::kParameter});
   graph_.AddOp({.name = "relu", .type = op_types::kRelu, .inputs = {y_}, .outputs = {w_shadow}});
   EXPECT_THAT(ValidationMessage(), AllOf(HasSubstr("op 'relu'"), HasSubstr("'w_shadow'")));
 }

@@ -137,8 +137,8 @@ TEST(ExecutorTest, FiftyRandomLeNetPlacementsMatchTheReference) {
 }
 
 TEST(ExecutorTest, FiftyRandomBranchingPlacementsOverThreeWorkersMatchTheReference) {
-  graph::ParallelMlpOptions options{.batch_size = 8, .in_features = 12, .width = 16, .depth = 2,
-                                    .branches = 3, .classes = 5};
+  graph::ParallelMlpOptions options{
+      .batch_size = 8, .in_features = 12, .width = 16, .depth = 2, .branches = 3, .classes = 5};
   graph::Graph g = graph::BuildParallelMlp(options);
   TensorMap initial = InitializeParameters(g, 5);
   TensorMap batch = SyntheticBatch(g, 6);
@@ -289,8 +289,8 @@ TEST(MeasuredEvaluatorTest, ReportsMedianAndSpreadOfTheTimedSteps) {
 
 TEST(MeasuredEvaluatorTest, TimeLimitMakesThePlacementInvalid) {
   graph::Graph g = graph::BuildLeNet({.batch_size = 64});
-  MeasuredEvaluator evaluator(
-      g, CpuWorkers(1), {.warmup_steps = 1000, .timed_steps = 5, .time_limit_seconds = 0.05});
+  MeasuredEvaluator evaluator(g, CpuWorkers(1),
+                              {.warmup_steps = 1000, .timed_steps = 5, .time_limit_seconds = 0.05});
   EvaluationResult r = evaluator.Evaluate(graph::Placement::AllOn(g, {"cpu:0"}, 0));
   EXPECT_FALSE(r.valid);
   EXPECT_THAT(r.invalid_reason, HasSubstr("time limit"));

@@ -1,6 +1,8 @@
 // The learned placer as a specification: on a graph whose optimal placement is known, REINFORCE
 // gets within 5% of it and beats uniform random search at the same number of evaluations; a
 // search interrupted and resumed ends exactly where an uninterrupted one does.
+#include "placer/search.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -11,7 +13,6 @@
 
 #include "graph/grouping.h"
 #include "graph/models.h"
-#include "placer/search.h"
 #include "proto/writers.h"
 #include "runtime/sim/cost_model.h"
 #include "runtime/sim/simulated_evaluator.h"
@@ -26,8 +27,11 @@ using placer::test_support::CpuWorkers;
 // towers side by side and crosses devices as little as possible. Small enough (15 groups) for the
 // optimum to be found by enumerating all 2^15 placements with the simulator.
 struct ChainsInstance {
-  graph::Graph graph = graph::BuildParallelMlp({.batch_size = 64, .in_features = 64,
-                                                .width = 512, .depth = 3, .branches = 2,
+  graph::Graph graph = graph::BuildParallelMlp({.batch_size = 64,
+                                                .in_features = 64,
+                                                .width = 512,
+                                                .depth = 3,
+                                                .branches = 2,
                                                 .classes = 10});
   graph::Grouping grouping = graph::OpPerGroup(graph);
   runtime::DeviceSet devices = CpuWorkers(2);
@@ -68,13 +72,14 @@ TEST(SearchTest, LearnsTheKnownOptimumAndBeatsRandomSearch) {
   ChainsInstance instance;
   sim::SimulatedEvaluator evaluator(instance.graph, instance.devices, instance.costs);
   const double optimum = instance.Optimum(evaluator);
-  const double single = evaluator.Evaluate(graph::Placement::AllOn(instance.graph, instance.names, 0)).step_seconds;
+  const double single =
+      evaluator.Evaluate(graph::Placement::AllOn(instance.graph, instance.names, 0)).step_seconds;
   ASSERT_LT(optimum, 0.8 * single) << "the instance must reward spreading the towers";
 
   std::vector<double> learned, random;
   for (uint64_t seed = 1; seed <= 5; ++seed) {
-    SearchOutcome policy = RunSearch(instance.graph, instance.grouping, evaluator,
-                                     instance.names, LearnerOptions(seed));
+    SearchOutcome policy = RunSearch(instance.graph, instance.grouping, evaluator, instance.names,
+                                     LearnerOptions(seed));
     ASSERT_TRUE(policy.found_valid);
     EXPECT_GE(policy.best_seconds, optimum * (1 - 1e-9)) << "nothing beats the optimum";
     SearchOutcome baseline = RandomSearch(instance.graph, instance.grouping, evaluator,
@@ -140,11 +145,11 @@ TEST(SearchTest, ResumedRunEndsLikeAnUninterruptedOne) {
   EXPECT_EQ(ReadFile(root / "parts" / "best_placement.yaml"),
             ReadFile(root / "whole" / "best_placement.yaml"));
   // The exported protobuf reads back as the same placement.
-  graph::Placement from_proto = proto::ReadPlacementProto(
-      root / "whole" / "best_placement.pb", instance.graph, instance.names);
+  graph::Placement from_proto = proto::ReadPlacementProto(root / "whole" / "best_placement.pb",
+                                                          instance.graph, instance.names);
   EXPECT_EQ(from_proto, uninterrupted.best);
-  graph::Placement from_text = proto::ReadPlacementProto(
-      root / "whole" / "best_placement.pbtxt", instance.graph, instance.names);
+  graph::Placement from_text = proto::ReadPlacementProto(root / "whole" / "best_placement.pbtxt",
+                                                         instance.graph, instance.names);
   EXPECT_EQ(from_text, uninterrupted.best);
 }
 
@@ -157,7 +162,8 @@ TEST(SearchTest, StopRequestCheckpointsAndAFreshRunRefusesToOverwrite) {
   SearchOptions o = LearnerOptions(5);
   o.run_dir = dir;
   o.stop_requested = &stop;
-  SearchOutcome outcome = RunSearch(instance.graph, instance.grouping, evaluator, instance.names, o);
+  SearchOutcome outcome =
+      RunSearch(instance.graph, instance.grouping, evaluator, instance.names, o);
   EXPECT_TRUE(outcome.interrupted);
   EXPECT_EQ(outcome.steps, 1);
   EXPECT_TRUE(std::filesystem::exists(dir / "checkpoint.pt"));
