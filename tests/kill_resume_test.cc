@@ -99,7 +99,12 @@ TEST(KillResumeTest, SigtermCheckpointsAndExitsThenResumeFinishes) {
   fs::remove_all(root);
   fs::path config = WriteConfig(root);
   pid_t pid = Start({"search", "--config", config.string()}, root / "first.log");
-  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  // Signal once the search loop runs (before that, start-up has written nothing to lose and the
+  // handler is not installed yet); a loaded machine may take seconds to load LibTorch.
+  for (int waited_ms = 0; waited_ms < 60000; waited_ms += 20) {
+    if (ReadFile(root / "first.log").find("[search] step") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   kill(pid, SIGTERM);
   int code = Wait(pid);
   if (code == 0) GTEST_SKIP() << "the search finished before the signal arrived";
