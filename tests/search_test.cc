@@ -210,11 +210,5 @@ TEST(SearchTest, WarmStartPlacementsAreEvaluatedFirstAndBoundTheResult) {
   EXPECT_GE(outcome.evaluations, 1);
 }
 
-TEST(TensorBoardTest, MaskedCrc32cMatchesKnownValues) {
-  // CRC-32C("123456789") = 0xE3069283; masked as TFRecord does.
-  uint32_t crc = 0xE3069283u;
-  EXPECT_EQ(proto::MaskedCrc32c("123456789", 9), ((crc >> 15) | (crc << 17)) + 0xa282ead8u);
-}
-
 }  // namespace
 }  // namespace placer::search
