@@ -44,13 +44,6 @@ int Validate(const Commands& c) {
   return kExitOk;
 }
 
-runtime::MeasurementOptions MeasurementFrom(const config::Config& config) {
-  return {.warmup_steps = config.measurement.warmup_steps,
-          .timed_steps = config.measurement.timed_steps,
-          .time_limit_seconds = config.measurement.time_limit_seconds,
-          .seed = config.model.init_seed};
-}
-
 // The placement named on the command line: a YAML file, or every op on one device (by default the
 // first configured device).
 graph::Placement ChoosePlacement(const Commands& c, const graph::Graph& graph,
@@ -94,14 +87,6 @@ void PrintEvaluation(const runtime::EvaluationResult& r, std::ostream& out) {
   }
 }
 
-// Data parallel over every configured device, evenly split, as in the d2l chapter.
-graph::DataParallelGraph DataParallelFor(const config::Config& config,
-                                         const runtime::DeviceSet& devices) {
-  return graph::BuildDataParallel(
-      ForwardBuilderFor(config), config.model.batch_size, runtime::DeviceNames(devices),
-      std::vector<double>(devices.size(), 1.0), config.model.learning_rate);
-}
-
 int Evaluate(const Commands& c) {
   config::Config config = config::LoadConfig(c.config_path);
   graph::Graph model = BuildModel(config);
@@ -113,14 +98,14 @@ int Evaluate(const Commands& c) {
     if (!c.placement_path.empty() || !c.device.empty()) {
       throw InputError("--data-parallel places the replicas itself: drop --placement/--device");
     }
-    dp = DataParallelFor(config, devices);
+    dp = BuildDataParallelOver(config, runtime::DeviceNames(devices));
     placement = dp->placement;
     description = fmt::format("data parallel, shards of {}", fmt::join(dp->shard_sizes, "/"));
   } else {
     placement = ChoosePlacement(c, model, devices, description);
   }
   const graph::Graph& graph = dp ? dp->graph : model;
-  runtime::MeasurementOptions options = MeasurementFrom(config);
+  runtime::MeasurementOptions options = MeasurementOptionsFor(config);
   options.record_trace = !c.trace_path.empty();
   runtime::MeasuredEvaluator evaluator(graph, devices, options);
   std::cout << fmt::format("model: {} (batch {}), placement: {}, devices: {}\n",
@@ -187,7 +172,7 @@ int Train(const Commands& c) {
   std::optional<graph::DataParallelGraph> dp;
   runtime::TrainingSetup setup;
   if (c.data_parallel) {
-    dp = DataParallelFor(config, devices);
+    dp = BuildDataParallelOver(config, runtime::DeviceNames(devices));
     setup = runtime::DataParallelSetup(*dp);
     description = fmt::format("data parallel, shards of {}", fmt::join(dp->shard_sizes, "/"));
   } else if (config.model.replicas > 1) {

@@ -77,9 +77,7 @@ int RunCompareCommand(const Commands& c) {
   std::unique_ptr<runtime::Evaluator> dp_evaluator;
   std::optional<graph::DataParallelGraph> dp;
   if (names.size() > 1) {
-    dp = graph::BuildDataParallel(ForwardBuilderFor(config), config.model.batch_size, names,
-                                  std::vector<double>(names.size(), 1.0),
-                                  config.model.learning_rate);
+    dp = BuildDataParallelOver(config, names);
     dp_evaluator = MakeEvaluator(config, dp->graph, devices, *costs);
     pending.push_back({fmt::format("data parallel ({})", fmt::join(dp->shard_sizes, "/")), 0,
                        side_by_side.Add(*dp_evaluator, dp->placement), ""});

@@ -35,12 +35,24 @@ graph::Graph BuildSingleModel(const config::Config& config) {
   return Build(config, config.model.batch_size, 0, true);
 }
 
+graph::DataParallelGraph BuildDataParallelOver(const config::Config& config,
+                                               const std::vector<std::string>& replicas) {
+  return graph::BuildDataParallel(ForwardBuilderFor(config), config.model.batch_size, replicas,
+                                  std::vector<double>(replicas.size(), 1.0),
+                                  config.model.learning_rate);
+}
+
 graph::DataParallelGraph BuildReplicated(const config::Config& config, int replicas) {
   std::vector<std::string> replica_names;
   for (int r = 0; r < replicas; ++r) replica_names.push_back(fmt::format("r{}", r));
-  return graph::BuildDataParallel(ForwardBuilderFor(config), config.model.batch_size, replica_names,
-                                  std::vector<double>(static_cast<size_t>(replicas), 1.0),
-                                  config.model.learning_rate);
+  return BuildDataParallelOver(config, replica_names);
+}
+
+runtime::MeasurementOptions MeasurementOptionsFor(const config::Config& config) {
+  return {.warmup_steps = config.measurement.warmup_steps,
+          .timed_steps = config.measurement.timed_steps,
+          .time_limit_seconds = config.measurement.time_limit_seconds,
+          .seed = config.model.init_seed};
 }
 
 graph::Graph BuildModel(const config::Config& config) {

@@ -6,6 +6,7 @@
 #include "config/config.h"
 #include "graph/data_parallel.h"
 #include "graph/ir.h"
+#include "runtime/measured_evaluator.h"
 #include "runtime/sim/cost_model.h"
 
 namespace placer::cli {
@@ -17,8 +18,15 @@ namespace placer::cli {
 graph::Graph BuildModel(const config::Config& config);
 graph::Graph BuildSingleModel(const config::Config& config);
 
-// The replicated training step of model.replicas replicas on even shards of the batch.
+// The configured model replicated once per name in `replicas` (device names for data
+// parallelism, "r0", "r1", ... for model.replicas), each on an even shard of the batch, with
+// gradients summed across replicas; replica r is placed on entry r.
+graph::DataParallelGraph BuildDataParallelOver(const config::Config& config,
+                                               const std::vector<std::string>& replicas);
 graph::DataParallelGraph BuildReplicated(const config::Config& config, int replicas);
+
+// How the measured evaluator runs, from the measurement section.
+runtime::MeasurementOptions MeasurementOptionsFor(const config::Config& config);
 
 // The configured model's forward ops and loss for any batch (data-parallel shards, evaluation).
 graph::ForwardBuilder ForwardBuilderFor(const config::Config& config);

@@ -42,12 +42,8 @@ std::unique_ptr<runtime::Evaluator> MakeEvaluator(const config::Config& config,
   if (config.search.evaluator == "simulated") {
     return std::make_unique<sim::SimulatedEvaluator>(graph, devices, costs);
   }
-  return std::make_unique<runtime::MeasuredEvaluator>(
-      graph, devices,
-      runtime::MeasurementOptions{.warmup_steps = config.measurement.warmup_steps,
-                                  .timed_steps = config.measurement.timed_steps,
-                                  .time_limit_seconds = config.measurement.time_limit_seconds,
-                                  .seed = config.model.init_seed});
+  return std::make_unique<runtime::MeasuredEvaluator>(graph, devices,
+                                                      MeasurementOptionsFor(config));
 }
 
 namespace {
@@ -179,9 +175,7 @@ int RunSearchCommand(const Commands& c) {
     methods.push_back("single device " + names[d]);
   }
   if (names.size() > 1) {
-    dp = graph::BuildDataParallel(ForwardBuilderFor(config), config.model.batch_size, names,
-                                  std::vector<double>(names.size(), 1.0),
-                                  config.model.learning_rate);
+    dp = BuildDataParallelOver(config, names);
     dp_evaluator = MakeEvaluator(config, dp->graph, devices, *costs);
     side_by_side.Add(*dp_evaluator, dp->placement);
     methods.push_back(fmt::format("data parallel ({})", fmt::join(dp->shard_sizes, "/")));

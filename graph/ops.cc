@@ -66,6 +66,14 @@ int64_t WindowExtent(int64_t size, int64_t kernel, int64_t stride, int64_t paddi
 
 double Numel(const Shape& shape) { return static_cast<double>(NumElements(shape)); }
 
+// An optional third input is a bias with one entry per output channel or feature.
+void ExpectBias(const Graph& g, const Op& op, int64_t outputs) {
+  if (op.inputs.size() == 3 && InputShape(g, op, 2) != Shape{outputs}) {
+    throw GraphError(
+        fmt::format("bias '{}' must have shape [{}]", g.tensor(op.inputs[2]).name, outputs));
+  }
+}
+
 std::vector<Shape> ConvShapes(const Graph& g, const Op& op) {
   ExpectInputs(op, 2, 3);
   ExpectRank(g, op, 0, 4);
@@ -76,10 +84,7 @@ std::vector<Shape> ConvShapes(const Graph& g, const Op& op) {
     throw GraphError(fmt::format("weight '{}' expects {} input channels, input has {}",
                                  g.tensor(op.inputs[1]).name, w[1], x[1]));
   }
-  if (op.inputs.size() == 3 && InputShape(g, op, 2) != Shape{w[0]}) {
-    throw GraphError(
-        fmt::format("bias '{}' must have shape [{}]", g.tensor(op.inputs[2]).name, w[0]));
-  }
+  ExpectBias(g, op, w[0]);
   auto [stride_h, stride_w] = Pair(op, "stride");
   auto [pad_h, pad_w] = Pair(op, "padding");
   return {{x[0], w[0], WindowExtent(x[2], w[2], stride_h, pad_h),
@@ -126,10 +131,7 @@ std::vector<Shape> LinearShapes(const Graph& g, const Op& op) {
                                  g.tensor(op.inputs[1]).name, ToString(w), w[1],
                                  g.tensor(op.inputs[0]).name, x[1]));
   }
-  if (op.inputs.size() == 3 && InputShape(g, op, 2) != Shape{w[0]}) {
-    throw GraphError(
-        fmt::format("bias '{}' must have shape [{}]", g.tensor(op.inputs[2]).name, w[0]));
-  }
+  ExpectBias(g, op, w[0]);
   return {{x[0], w[0]}};
 }
 

@@ -37,16 +37,16 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-at::Device TorchDevice(const Device& device) {
-  return device.type == DeviceType::kCuda ? at::Device(at::kCUDA, static_cast<int8_t>(device.index))
-                                          : at::Device(at::kCPU);
-}
-
 double Seconds(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
 }
 
 }  // namespace
+
+at::Device TorchDevice(const Device& device) {
+  return device.type == DeviceType::kCuda ? at::Device(at::kCUDA, static_cast<int8_t>(device.index))
+                                          : at::Device(at::kCPU);
+}
 
 TensorMap InitializeParameters(const graph::Graph& graph, uint64_t seed) {
   at::Generator generator = at::detail::createCPUGenerator(seed);

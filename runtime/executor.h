@@ -20,6 +20,9 @@ namespace placer::runtime {
 // Parameter values by parameter name, and minibatch tensors by input tensor name.
 using TensorMap = std::unordered_map<std::string, at::Tensor>;
 
+// The LibTorch device of a placer device (every CPU worker is at::kCPU).
+at::Device TorchDevice(const Device& device);
+
 // Host tensors for every parameter, drawn from each parameter's initializer with `seed`.
 TensorMap InitializeParameters(const graph::Graph& graph, uint64_t seed);
 // A random minibatch (inputs N(0,1), labels uniform over the logits' classes) in host memory.

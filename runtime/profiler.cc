@@ -28,11 +28,6 @@ double Median(std::vector<double> values) {
   return values[values.size() / 2];
 }
 
-at::Device TorchDevice(const Device& device) {
-  return device.type == DeviceType::kCuda ? at::Device(at::kCUDA, static_cast<int8_t>(device.index))
-                                          : at::Device(at::kCPU);
-}
-
 void Synchronize([[maybe_unused]] const Device& device) {
 #ifdef PLACER_WITH_CUDA
   if (device.type == DeviceType::kCuda) c10::cuda::device_synchronize();
