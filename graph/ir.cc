@@ -1,5 +1,7 @@
 #include "graph/ir.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -138,7 +140,11 @@ OpId Graph::AddOp(Op op) {
     }
   }
   auto id = static_cast<OpId>(ops_.size());
-  for (TensorId input : op.inputs) tensors_[static_cast<size_t>(input)].consumers.push_back(id);
+  for (TensorId input : op.inputs) {
+    // An op reading a tensor twice (x * x) is one consumer.
+    auto& consumers = tensors_[static_cast<size_t>(input)].consumers;
+    if (consumers.empty() || consumers.back() != id) consumers.push_back(id);
+  }
   for (TensorId output : op.outputs) tensors_[static_cast<size_t>(output)].producer = id;
   op_by_name_.emplace(op.name, id);
   ops_.push_back(std::move(op));
@@ -167,7 +173,10 @@ std::vector<OpId> Graph::TopologicalOrder() const {
   // Kahn's algorithm with a min-heap on op id, so the order is stable (insertion order on ties).
   std::vector<int> pending(ops_.size(), 0);
   for (OpId id = 0; id < num_ops(); ++id) {
-    for (TensorId input : op(id).inputs) {
+    std::vector<TensorId> inputs = op(id).inputs;  // distinct, as consumers are
+    std::sort(inputs.begin(), inputs.end());
+    inputs.erase(std::unique(inputs.begin(), inputs.end()), inputs.end());
+    for (TensorId input : inputs) {
       if (tensor(input).producer != kNoOp) ++pending[static_cast<size_t>(id)];
     }
   }

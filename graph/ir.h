@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -46,10 +47,12 @@ enum class TensorKind : uint8_t {
 };
 const char* ToString(TensorKind kind);
 
-// How a parameter starts: zeros (biases) or N(0, stddev^2) (weights).
+// How a parameter starts: zeros (biases), ones (normalisation scales), N(0, stddev^2) (weights),
+// or given values (weights loaded from a model file).
 struct Initializer {
-  enum class Kind : uint8_t { kZeros, kNormal } kind = Kind::kZeros;
+  enum class Kind : uint8_t { kZeros, kOnes, kNormal, kValues } kind = Kind::kZeros;
   double stddev = 0.0;
+  std::shared_ptr<const std::vector<float>> values;  // kValues: one per element, row-major
 };
 
 struct Tensor {
@@ -58,7 +61,7 @@ struct Tensor {
   DType dtype = DType::kFloat32;
   TensorKind kind = TensorKind::kActivation;
   OpId producer = kNoOp;
-  std::vector<OpId> consumers;
+  std::vector<OpId> consumers;  // distinct, in the order they were added
   Initializer init;  // parameters only
 
   int64_t bytes() const { return NumElements(shape) * ElementSize(dtype); }

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <limits>
 #include <mutex>
 #include <queue>
 #include <thread>
@@ -54,13 +55,43 @@ TensorMap InitializeParameters(const graph::Graph& graph, uint64_t seed) {
   for (TensorId id : graph.Parameters()) {
     const graph::Tensor& t = graph.tensor(id);
     at::Tensor value = at::zeros(t.shape, at::kFloat);
-    if (t.init.kind == graph::Initializer::Kind::kNormal) {
-      value.normal_(0.0, t.init.stddev, generator);
+    switch (t.init.kind) {
+      case graph::Initializer::Kind::kZeros:
+        break;
+      case graph::Initializer::Kind::kOnes:
+        value.fill_(1.0);
+        break;
+      case graph::Initializer::Kind::kNormal:
+        value.normal_(0.0, t.init.stddev, generator);
+        break;
+      case graph::Initializer::Kind::kValues:
+        if (!t.init.values || static_cast<int64_t>(t.init.values->size()) != value.numel()) {
+          throw graph::GraphError(fmt::format("parameter '{}': its initial values do not fill {}",
+                                              t.name, graph::ToString(t.shape)));
+        }
+        std::copy(t.init.values->begin(), t.init.values->end(), value.data_ptr<float>());
+        break;
     }
     parameters.emplace(t.name, value);
   }
   return parameters;
 }
+
+namespace {
+
+// Token ids must index every embedding table they feed: the smallest table bounds them.
+int64_t IndexRange(const graph::Graph& graph, TensorId indices) {
+  int64_t range = std::numeric_limits<int64_t>::max();
+  for (OpId consumer : graph.tensor(indices).consumers) {
+    const Op& op = graph.op(consumer);
+    if (op.type == graph::op_types::kGather && op.inputs.size() == 2 && op.inputs[1] == indices) {
+      range = std::min(range, graph.tensor(op.inputs[0]).shape.at(0));
+    }
+  }
+  return range == std::numeric_limits<int64_t>::max() ? 1 : range;
+}
+
+}  // namespace
 
 TensorMap SyntheticBatch(const graph::Graph& graph, uint64_t seed) {
   at::Generator generator = at::detail::createCPUGenerator(seed);
@@ -71,8 +102,11 @@ TensorMap SyntheticBatch(const graph::Graph& graph, uint64_t seed) {
     }
   }
   TensorMap batch;
-  for (const graph::Tensor& t : graph.tensors()) {
-    if (t.kind == TensorKind::kInput) {
+  for (TensorId id = 0; id < graph.num_tensors(); ++id) {
+    const graph::Tensor& t = graph.tensor(id);
+    if (t.kind == TensorKind::kInput && t.dtype == graph::DType::kInt64) {
+      batch.emplace(t.name, at::randint(IndexRange(graph, id), t.shape, generator, at::kLong));
+    } else if (t.kind == TensorKind::kInput) {
       batch.emplace(t.name, at::randn(t.shape, generator, at::kFloat));
     } else if (t.kind == TensorKind::kLabel) {
       batch.emplace(t.name, at::randint(classes, t.shape, generator, at::kLong));
@@ -127,6 +161,7 @@ struct Executor::Impl {
     std::priority_queue<std::pair<int, OpId>, std::vector<std::pair<int, OpId>>, std::greater<>>
         ready;
     std::vector<TensorId> loads;  // feeds this device reads, fetched at step start
+    std::vector<OpId> sources;    // ops without inputs (constants): ready at step start
   };
   std::vector<std::unique_ptr<DeviceQueue>> queues;
   std::unique_ptr<std::atomic<int>[]> pending;
@@ -251,6 +286,11 @@ struct Executor::Impl {
         if (!users[static_cast<size_t>(t)][static_cast<size_t>(d)].empty()) {
           queues[static_cast<size_t>(d)]->loads.push_back(t);
         }
+      }
+    }
+    for (OpId id = 0; id < graph.num_ops(); ++id) {
+      if (runs[static_cast<size_t>(id)] && initial_pending[static_cast<size_t>(id)] == 0) {
+        queues[static_cast<size_t>(op_device[static_cast<size_t>(id)])]->sources.push_back(id);
       }
     }
 #ifdef PLACER_WITH_CUDA
@@ -472,11 +512,11 @@ struct Executor::Impl {
           state.leaves.push_back(inputs[i]);
         }
       }
-      outputs = RunForwardKernel(op, inputs);
+      outputs = RunForwardKernel(op, inputs, TorchDevice(devices[static_cast<size_t>(device)]));
       state.outputs = outputs;
     } else {
       at::NoGradGuard no_grad;
-      outputs = RunForwardKernel(op, inputs);
+      outputs = RunForwardKernel(op, inputs, TorchDevice(devices[static_cast<size_t>(device)]));
     }
     for (size_t k = 0; k < outputs.size(); ++k) {
       TensorId t = op.outputs[k];
@@ -578,6 +618,10 @@ struct Executor::Impl {
         uses_left[static_cast<size_t>(t)][static_cast<size_t>(device)] = 0;
         PushCopies(t, device, value, remote[static_cast<size_t>(t)]);
         Publish(t, device, value);
+      }
+      {
+        std::lock_guard lock(q.mutex);
+        for (OpId id : q.sources) q.ready.emplace(topo_rank[static_cast<size_t>(id)], id);
       }
       while (true) {
         OpId id;

@@ -1,0 +1,315 @@
+// Every op type the IR declares, run by the executor: the kernel's output has the shape the IR's
+// shape rule predicts, and the training step through the executor (local autograd per op,
+// gradients passed as tensors between devices) equals one autograd pass over the whole network,
+// on one device and under random placements over two workers.
+#include "runtime/kernels.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include <cstring>
+#include <random>
+#include <set>
+
+#include "graph/models.h"
+#include "graph/ops.h"
+#include "graph/training_step.h"
+#include "runtime/executor.h"
+#include "tests/support.h"
+
+namespace placer::runtime {
+namespace {
+
+using graph::Attributes;
+using graph::DType;
+using graph::Initializer;
+using graph::Shape;
+using graph::TensorId;
+using graph::TensorKind;
+namespace ops = graph::op_types;
+using placer::test_support::CpuWorkers;
+
+constexpr double kLearningRate = 0.1;
+
+// Adds an op with any number of outputs, named "<name>:<k>", shapes from the IR's rule.
+std::vector<TensorId> ApplyMulti(graph::Graph& g, const std::string& name, const std::string& type,
+                                 std::vector<TensorId> inputs, Attributes attrs = {}) {
+  graph::Op op{.name = name, .type = type, .inputs = std::move(inputs), .attrs = std::move(attrs)};
+  std::vector<Shape> shapes = graph::InferOutputShapes(g, op);
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    op.outputs.push_back(g.AddTensor({.name = name + ":" + std::to_string(k), .shape = shapes[k]}));
+  }
+  g.AddOp(op);
+  return op.outputs;
+}
+
+Attributes Attrs(std::initializer_list<std::pair<const char*, graph::AttrValue>> values) {
+  Attributes attrs;
+  for (const auto& [name, value] : values) attrs.Set(name, value);
+  return attrs;
+}
+
+TensorId Weight(graph::ModelBuilder& b, const std::string& name, Shape shape) {
+  return b.Parameter(name, std::move(shape), {Initializer::Kind::kNormal, 0.3});
+}
+
+TensorId ConstantScalar(graph::ModelBuilder& b, const std::string& name, float value) {
+  std::string bytes(sizeof(float), '\0');
+  std::memcpy(bytes.data(), &value, sizeof(float));
+  return b.Apply(name, ops::kConstant, {},
+                 Attrs({{"shape", std::vector<int64_t>{}}, {"values", bytes}}));
+}
+
+TensorId Loss(graph::ModelBuilder& b, graph::Graph& g, TensorId features, int64_t classes) {
+  const int64_t batch = g.tensor(features).shape.at(0);
+  TensorId flat = g.tensor(features).shape.size() == 2
+                      ? features
+                      : b.Apply("flatten", ops::kFlatten, {features});
+  TensorId w = Weight(b, "head.weight", {classes, g.tensor(flat).shape[1]});
+  TensorId logits = b.Apply("head", ops::kLinear, {flat, w});
+  TensorId labels = b.Input("labels", {batch}, DType::kInt64, TensorKind::kLabel);
+  return b.SoftmaxCrossEntropy("loss", logits, labels);
+}
+
+// Convolutions and pooling as in Inception-V3: grouped conv, batch norm, padded max and average
+// pooling, global pooling, concatenation of branches.
+graph::Graph ConvNet() {
+  graph::Graph g;
+  graph::ModelBuilder b(g);
+  TensorId x = b.Input("x", {4, 4, 9, 9});
+  TensorId w = Weight(b, "conv.weight", {6, 2, 3, 3});
+  TensorId conv = b.Apply("conv", ops::kConv2d, {x, w},
+                          Attrs({{"stride", std::vector<int64_t>{1, 1}},
+                                 {"padding", std::vector<int64_t>{1, 1}},
+                                 {"groups", int64_t{2}}}));
+  TensorId scale = b.Parameter("bn.scale", {6}, {Initializer::Kind::kOnes});
+  TensorId shift = b.Parameter("bn.bias", {6}, {});
+  TensorId bn = b.Apply("bn", ops::kBatchNorm, {conv, scale, shift});
+  TensorId act = b.Relu("relu", bn);
+  auto pool = [](int64_t pad) {
+    return Attrs({{"kernel", std::vector<int64_t>{3, 3}},
+                  {"stride", std::vector<int64_t>{2, 2}},
+                  {"padding", std::vector<int64_t>{pad, pad}}});
+  };
+  TensorId max_pool = b.Apply("maxpool", ops::kMaxPool2d, {act}, pool(1));
+  Attributes avg = pool(1);
+  avg.Set("count_include_pad", int64_t{0});
+  TensorId avg_pool = b.Apply("avgpool", ops::kAvgPool2d, {act}, avg);
+  TensorId cat =
+      b.Apply("concat", ops::kConcat, {max_pool, avg_pool}, Attrs({{"axis", int64_t{1}}}));
+  TensorId global = b.Apply("gap", ops::kGlobalAvgPool2d, {cat});
+  Loss(b, g, global, 3);
+  graph::AppendBackwardAndUpdate(g, kLearningRate);
+  g.Validate();
+  return g;
+}
+
+// A transformer-style block: embedding lookup, layer norm, rank-3 linear, heads by reshape and
+// transpose, scaled dot-product attention, GELU, and the elementwise ops of a decomposed norm.
+graph::Graph AttentionNet() {
+  graph::Graph g;
+  graph::ModelBuilder b(g);
+  const int64_t batch = 2, seq = 5, dim = 8, heads = 2;
+  TensorId tokens = b.Input("tokens", {batch, seq}, DType::kInt64);
+  TensorId table = Weight(b, "embedding", {11, dim});
+  TensorId position = Weight(b, "position", {seq, dim});
+  TensorId emb = b.Apply("embed", ops::kGather, {table, tokens});
+  TensorId sum = b.Apply("add_position", ops::kAdd, {emb, position});
+  TensorId gamma = b.Parameter("ln.scale", {dim}, {Initializer::Kind::kOnes});
+  TensorId beta = b.Parameter("ln.bias", {dim}, {});
+  TensorId ln = b.Apply("ln", ops::kLayerNorm, {sum, gamma, beta}, Attrs({{"axis", int64_t{-1}}}));
+  TensorId qkv_w = Weight(b, "qkv.weight", {3 * dim, dim});
+  TensorId qkv = b.Apply("qkv", ops::kLinear, {ln, qkv_w});
+  std::vector<TensorId> parts =
+      ApplyMulti(g, "split", ops::kSplit, {qkv},
+                 Attrs({{"axis", int64_t{-1}}, {"sizes", std::vector<int64_t>{dim, dim, dim}}}));
+  auto heads_of = [&](TensorId t, const std::string& name, std::vector<int64_t> perm) {
+    TensorId r = b.Apply(name + ".reshape", ops::kReshape, {t},
+                         Attrs({{"shape", std::vector<int64_t>{batch, seq, heads, dim / heads}}}));
+    return b.Apply(name + ".transpose", ops::kTranspose, {r}, Attrs({{"perm", perm}}));
+  };
+  TensorId q = heads_of(parts[0], "q", {0, 2, 1, 3});
+  TensorId k = heads_of(parts[1], "k", {0, 2, 3, 1});
+  TensorId v = heads_of(parts[2], "v", {0, 2, 1, 3});
+  TensorId scores = b.Apply("scores", ops::kMatMul, {q, k});
+  TensorId scaled = b.Apply("scale", ops::kDiv, {scores, ConstantScalar(b, "sqrt_d", 2.0f)});
+  TensorId attn = b.Apply("softmax", ops::kSoftmax, {scaled}, Attrs({{"axis", int64_t{-1}}}));
+  TensorId context = b.Apply("context", ops::kMatMul, {attn, v});
+  TensorId merged = b.Apply("merge", ops::kReshape,
+                            {b.Apply("merge.transpose", ops::kTranspose, {context},
+                                     Attrs({{"perm", std::vector<int64_t>{0, 2, 1, 3}}}))},
+                            Attrs({{"shape", std::vector<int64_t>{batch, seq, dim}}}));
+  TensorId gelu = b.Apply("gelu", ops::kGelu, {merged});
+  // The decomposed layer norm an ONNX export of older opsets contains.
+  TensorId mean = b.Apply("mean", ops::kReduceMean, {gelu},
+                          Attrs({{"axes", std::vector<int64_t>{-1}}, {"keepdims", int64_t{1}}}));
+  TensorId centred = b.Apply("centre", ops::kSub, {gelu, mean});
+  TensorId squared = b.Apply("square", ops::kPow, {centred, ConstantScalar(b, "two", 2.0f)});
+  TensorId variance =
+      b.Apply("variance", ops::kReduceMean, {squared}, Attrs({{"axes", std::vector<int64_t>{-1}}}));
+  TensorId eps = b.Apply("add_eps", ops::kAdd, {variance, ConstantScalar(b, "eps", 1e-5f)});
+  TensorId normed = b.Apply("normalise", ops::kDiv, {centred, b.Apply("sqrt", ops::kSqrt, {eps})});
+  // Unary ops on a slice each, concatenated back.
+  std::vector<TensorId> pieces;
+  const std::vector<const char*> unary = {ops::kSigmoid, ops::kTanh, ops::kErf,
+                                          ops::kExp,     ops::kNeg,  ops::kIdentity};
+  for (size_t i = 0; i < unary.size(); ++i) {
+    TensorId slice = b.Apply(fmt::format("slice{}", i), ops::kSlice, {normed},
+                             Attrs({{"axis", int64_t{1}},
+                                    {"start", static_cast<int64_t>(i % seq)},
+                                    {"end", static_cast<int64_t>(i % seq + 1)}}));
+    pieces.push_back(b.Apply(fmt::format("unary{}", i), unary[i], {slice}));
+  }
+  TensorId joined = b.Apply("join", ops::kConcat, pieces, Attrs({{"axis", int64_t{1}}}));
+  TensorId gated = b.Apply("gate", ops::kMul, {joined, joined});
+  Loss(b, g, gated, 4);
+  graph::AppendBackwardAndUpdate(g, kLearningRate);
+  g.Validate();
+  return g;
+}
+
+// Three LSTM steps unrolled: a two-output op whose outputs feed different consumers.
+graph::Graph LstmNet() {
+  graph::Graph g;
+  graph::ModelBuilder b(g);
+  const int64_t batch = 3, in = 4, hidden = 5;
+  TensorId w_ih = Weight(b, "lstm.w_ih", {4 * hidden, in});
+  TensorId w_hh = Weight(b, "lstm.w_hh", {4 * hidden, hidden});
+  TensorId bias = Weight(b, "lstm.bias", {4 * hidden});
+  TensorId h = b.Input("h0", {batch, hidden});
+  TensorId c = b.Input("c0", {batch, hidden});
+  for (int t = 0; t < 3; ++t) {
+    TensorId x = b.Input(fmt::format("x{}", t), {batch, in});
+    auto out = ApplyMulti(g, fmt::format("lstm{}", t), ops::kLstmCell, {x, h, c, w_ih, w_hh, bias});
+    h = out[0];
+    c = out[1];
+  }
+  Loss(b, g, b.Apply("mix", ops::kAdd, {h, c}), 3);
+  graph::AppendBackwardAndUpdate(g, kLearningRate);
+  g.Validate();
+  return g;
+}
+
+// The whole forward pass in one autograd graph, then plain SGD: what the executor must equal.
+TensorMap ReferenceStep(const graph::Graph& g, const TensorMap& initial, const TensorMap& batch) {
+  at::AutoGradMode grad_mode(true);
+  std::vector<at::Tensor> values(static_cast<size_t>(g.num_tensors()));
+  std::vector<at::Tensor> leaves;
+  for (TensorId id = 0; id < g.num_tensors(); ++id) {
+    const graph::Tensor& t = g.tensor(id);
+    if (t.kind == TensorKind::kParameter) {
+      values[static_cast<size_t>(id)] = initial.at(t.name).clone().requires_grad_(true);
+      leaves.push_back(values[static_cast<size_t>(id)]);
+    } else if (batch.count(t.name)) {
+      values[static_cast<size_t>(id)] = batch.at(t.name);
+    }
+  }
+  at::Tensor loss;
+  for (graph::OpId id : g.TopologicalOrder()) {
+    const graph::Op& op = g.op(id);
+    if (op.phase != graph::Phase::kForward) continue;
+    std::vector<at::Tensor> inputs;
+    for (TensorId in : op.inputs) inputs.push_back(values[static_cast<size_t>(in)]);
+    std::vector<at::Tensor> outputs = RunForwardKernel(op, inputs, at::kCPU);
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      values[static_cast<size_t>(op.outputs[k])] = outputs[k];
+    }
+    if (op.type == ops::kSoftmaxCrossEntropy) loss = outputs[0];
+  }
+  std::vector<at::Tensor> grads = torch::autograd::grad({loss}, leaves);
+  TensorMap updated;
+  size_t i = 0;
+  for (TensorId id : g.Parameters()) {
+    at::NoGradGuard no_grad;
+    updated.emplace(g.tensor(id).name, (leaves[i] - kLearningRate * grads[i]).detach());
+    ++i;
+  }
+  return updated;
+}
+
+void ExpectSameParameters(const TensorMap& actual, const TensorMap& expected,
+                          const std::string& context) {
+  ASSERT_EQ(actual.size(), expected.size());
+  for (const auto& [name, value] : expected) {
+    ASSERT_TRUE(actual.count(name)) << name;
+    EXPECT_TRUE(at::allclose(actual.at(name), value, 1e-4, 1e-5))
+        << context << ": parameter " << name << " differs by "
+        << (actual.at(name) - value).abs().max().item<double>() << " (values up to "
+        << value.abs().max().item<double>() << ")";
+  }
+}
+
+void CheckNetwork(const graph::Graph& g) {
+  const TensorMap initial = InitializeParameters(g, 5);
+  const TensorMap batch = SyntheticBatch(g, 6);
+  const TensorMap expected = ReferenceStep(g, initial, batch);
+
+  // The shapes the IR promised are the shapes the kernels produced (a forward-only step keeps
+  // every value).
+  Executor predict(g, CpuWorkers(1), graph::Placement::AllOn(g, {"cpu:0"}, 0), initial,
+                   {.forward_only = true});
+  predict.RunStep(batch);
+  for (const graph::Op& op : g.ops()) {
+    if (op.phase != graph::Phase::kForward || op.type == ops::kSoftmaxCrossEntropy) continue;
+    for (TensorId out : op.outputs) {
+      const graph::Tensor& t = g.tensor(out);
+      EXPECT_EQ(predict.LastValue(t.name).sizes().vec(), t.shape) << "op " << op.name;
+    }
+  }
+
+  Executor one(g, CpuWorkers(1), graph::Placement::AllOn(g, {"cpu:0"}, 0), initial);
+  one.RunStep(batch);
+  ExpectSameParameters(one.Parameters(), expected, "one device");
+
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 5; ++trial) {
+    graph::Placement placement = graph::Placement::AllOn(g, {"cpu:0", "cpu:1"}, 0);
+    for (graph::OpId id : g.OpsInPhase(graph::Phase::kForward)) {
+      placement.device_of_op[static_cast<size_t>(id)] = static_cast<int>(rng() % 2);
+    }
+    Executor two(g, CpuWorkers(2), placement, initial);
+    two.RunStep(batch);
+    ExpectSameParameters(two.Parameters(), expected, "placement " + std::to_string(trial));
+  }
+}
+
+TEST(KernelsTest, ConvolutionPoolingAndBatchNormMatchOneAutogradPass) { CheckNetwork(ConvNet()); }
+
+TEST(KernelsTest, AttentionAndElementwiseOpsMatchOneAutogradPass) { CheckNetwork(AttentionNet()); }
+
+TEST(KernelsTest, UnrolledLstmMatchesOneAutogradPass) { CheckNetwork(LstmNet()); }
+
+TEST(KernelsTest, EveryDeclaredForwardOpTypeIsExercised) {
+  std::set<std::string> used;
+  for (const graph::Graph& g : {ConvNet(), AttentionNet(), LstmNet()}) {
+    for (const graph::Op& op : g.ops()) used.insert(op.type);
+  }
+  // Flatten and SoftmaxCrossEntropy come with every loss head; LeNet covers Relu and Linear too.
+  for (const std::string& type : graph::KnownOpTypes()) {
+    EXPECT_TRUE(used.count(type)) << "op type " << type << " has no kernel test";
+  }
+}
+
+TEST(KernelsTest, TokenIdsIndexTheirEmbeddingTable) {
+  graph::Graph g = AttentionNet();
+  TensorMap batch = SyntheticBatch(g, 1);
+  EXPECT_GE(batch.at("tokens").min().item<int64_t>(), 0);
+  EXPECT_LT(batch.at("tokens").max().item<int64_t>(), 11);
+}
+
+TEST(KernelsTest, ParametersStartFromTheirInitializers) {
+  graph::Graph g;
+  graph::ModelBuilder b(g);
+  auto values = std::make_shared<const std::vector<float>>(std::vector<float>{1, 2, 3, 4});
+  b.Parameter("given", {2, 2}, {Initializer::Kind::kValues, 0.0, values});
+  b.Parameter("ones", {3}, {Initializer::Kind::kOnes});
+  TensorMap p = InitializeParameters(g, 0);
+  EXPECT_TRUE(at::equal(p.at("given"), at::tensor({1.f, 2.f, 3.f, 4.f}).reshape({2, 2})));
+  EXPECT_TRUE(at::equal(p.at("ones"), at::ones({3})));
+}
+
+}  // namespace
+}  // namespace placer::runtime
