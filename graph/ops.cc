@@ -338,6 +338,19 @@ std::vector<Shape> SliceShapes(const Graph& g, const Op& op) {
   return {out};
 }
 
+std::vector<Shape> AddNShapes(const Graph& g, const Op& op) {
+  if (op.inputs.empty()) throw GraphError("expects at least one input");
+  for (size_t i = 0; i < op.inputs.size(); ++i) {
+    ExpectFloat(g, op, i);
+    if (InputShape(g, op, i) != InputShape(g, op, 0)) {
+      throw GraphError(fmt::format("input '{}' {} differs in shape from '{}' {}",
+                                   g.tensor(op.inputs[i]).name, ToString(InputShape(g, op, i)),
+                                   g.tensor(op.inputs[0]).name, ToString(InputShape(g, op, 0))));
+    }
+  }
+  return {InputShape(g, op, 0)};
+}
+
 std::vector<Shape> SoftmaxShapes(const Graph& g, const Op& op) {
   ExpectInputs(op, 1, 1);
   ExpectFloat(g, op, 0);
@@ -549,6 +562,11 @@ const std::unordered_map<std::string, OpTypeInfo>& Registry() {
       {op_types::kMul, {BinaryShapes, PerOutput(1)}},
       {op_types::kDiv, {BinaryShapes, PerOutput(1)}},
       {op_types::kPow, {BinaryShapes, PerOutput(4)}},
+      {op_types::kAddN,
+       {AddNShapes,
+        [](const Graph& g, const Op& op) {
+          return static_cast<double>(op.inputs.size() - 1) * OutputNumelOf(g, op);
+        }}},
       {op_types::kConstant, {ConstantShapes, kFree}},
       // Data movement: no arithmetic, their cost is the bytes they write.
       {op_types::kReshape, {ReshapeShapes, kFree}},

@@ -77,6 +77,9 @@ inline constexpr char kLstmCell[] = "LstmCell";
 // Softmax cross-entropy of logits [B,C] against int64 labels [B], summed and divided by
 // "normalizer" (int): the loss that starts the backward pass.
 inline constexpr char kSoftmaxCrossEntropy[] = "SoftmaxCrossEntropy";
+// inputs (>= 1) of one shape -> their sum. In the backward phase it sums a parameter's gradient
+// contributions on the parameter's device before they travel (data-parallel replicas).
+inline constexpr char kAddN[] = "AddN";
 inline constexpr char kBackward[] = "Backward";
 inline constexpr char kSgdUpdate[] = "SgdUpdate";
 }  // namespace op_types

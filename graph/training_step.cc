@@ -101,27 +101,60 @@ void AppendBackwardAndUpdate(Graph& graph, double learning_rate,
     graph.AddOp(std::move(backward));
   }
 
-  for (TensorId param : graph.Parameters()) {
+  // A parameter's gradient contributions (one per consuming op; an unrolled RNN has one per time
+  // step).
+  const std::vector<TensorId> parameters = graph.Parameters();
+  auto contributions = [&](TensorId param) {
+    std::vector<TensorId> found_grads;
+    for (OpId consumer : graph.tensor(param).consumers) {
+      auto found = grads.find({param, consumer});
+      if (found == grads.end()) continue;
+      found_grads.insert(found_grads.end(), found->second.begin(), found->second.end());
+    }
+    if (found_grads.empty()) {
+      throw GraphError(fmt::format("parameter '{}' does not reach the loss '{}'",
+                                   graph.tensor(param).name, graph.op(loss).name));
+    }
+    return found_grads;
+  };
+  // Tied parameters (replicas) exchange one gradient each, summed where it was computed (an
+  // AddN on the parameter's device), not every contribution: that is what an all-reduce sends.
+  std::map<TensorId, TensorId> summed;
+  if (tied_with) {
+    for (TensorId param : parameters) {
+      std::vector<TensorId> own = contributions(param);
+      if (own.size() == 1) {
+        summed[param] = own[0];
+        continue;
+      }
+      const Tensor& p = graph.tensor(param);
+      TensorId sum = graph.AddTensor(Tensor{.name = p.name + ".grad",
+                                            .shape = p.shape,
+                                            .dtype = DType::kFloat32,
+                                            .kind = TensorKind::kGradient});
+      Op add{.name = p.name + ".grad_sum",
+             .type = op_types::kAddN,
+             .phase = Phase::kBackward,
+             .inputs = own,
+             .outputs = {sum},
+             .forward_op = OwnerOf(graph, param)};
+      graph.AddOp(std::move(add));
+      summed[param] = sum;
+    }
+  }
+
+  for (TensorId param : parameters) {
     Op update;
     update.name = graph.tensor(param).name + ".update";
     update.type = op_types::kSgdUpdate;
     update.phase = Phase::kUpdate;
     update.forward_op = OwnerOf(graph, param);
     update.inputs.push_back(param);
-    std::vector<TensorId> sources = {param};
     if (tied_with) {
-      for (TensorId tied : tied_with(param)) sources.push_back(tied);
-    }
-    for (TensorId source : sources) {
-      for (OpId consumer : graph.tensor(source).consumers) {
-        auto found = grads.find({source, consumer});
-        if (found == grads.end()) continue;
-        for (TensorId grad : found->second) update.inputs.push_back(grad);
-      }
-    }
-    if (update.inputs.size() == 1) {
-      throw GraphError(fmt::format("parameter '{}' does not reach the loss '{}'",
-                                   graph.tensor(param).name, graph.op(loss).name));
+      update.inputs.push_back(summed.at(param));
+      for (TensorId tied : tied_with(param)) update.inputs.push_back(summed.at(tied));
+    } else {
+      for (TensorId grad : contributions(param)) update.inputs.push_back(grad);
     }
     update.attrs.Set("lr", learning_rate);
     graph.AddOp(std::move(update));

@@ -13,7 +13,9 @@ namespace placer::graph {
 // loss (several losses are summed). Gradient tensors are named "<tensor>.grad@<consumer op>".
 // Throws GraphError when there is no loss or a parameter that does not reach the loss.
 // `tied_with(p)`, when given, lists parameters whose gradients are added to p's before its update
-// (data-parallel replicas of one parameter: an all-reduce expressed as graph edges).
+// (data-parallel replicas of one parameter: an all-reduce expressed as graph edges). Tied
+// parameters' contributions are first summed on their own device ("<param>.grad_sum", an AddN in
+// the backward phase), so each replica sends one gradient per parameter.
 void AppendBackwardAndUpdate(
     Graph& graph, double learning_rate,
     const std::function<std::vector<TensorId>(TensorId)>& tied_with = nullptr);

@@ -264,7 +264,7 @@ struct Executor::Impl {
     needs_grad.assign(static_cast<size_t>(graph.num_ops()), {});
     for (OpId id = 0; id < graph.num_ops(); ++id) {
       const Op& op = graph.op(id);
-      if (op.phase != Phase::kBackward) continue;
+      if (op.type != graph::op_types::kBackward) continue;
       backward_of[static_cast<size_t>(op.forward_op)] = id;
       auto& flags = needs_grad[static_cast<size_t>(op.forward_op)];
       flags.assign(graph.op(op.forward_op).inputs.size(), false);
@@ -483,6 +483,14 @@ struct Executor::Impl {
     }
     if (op.phase == Phase::kForward) {
       RunForward(id, device, inputs);
+    } else if (op.type == graph::op_types::kAddN) {
+      // A gradient sum: no autograd, the inputs are gradients already.
+      at::NoGradGuard no_grad;
+      at::Tensor sum =
+          RunForwardKernel(op, inputs, TorchDevice(devices[static_cast<size_t>(device)]))[0];
+      TensorId t = op.outputs[0];
+      PushCopies(t, device, sum, remote[static_cast<size_t>(t)]);
+      Publish(t, device, std::move(sum));
     } else if (op.phase == Phase::kBackward) {
       RunBackward(id, device, inputs);
     } else {

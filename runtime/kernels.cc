@@ -91,6 +91,11 @@ std::vector<at::Tensor> RunForwardKernel(const graph::Op& op, const std::vector<
   if (type == ops::kMul) return {at::mul(in[0], in[1])};
   if (type == ops::kDiv) return {at::div(in[0], in[1])};
   if (type == ops::kPow) return {at::pow(in[0], in[1])};
+  if (type == ops::kAddN) {
+    at::Tensor sum = in[0];
+    for (size_t i = 1; i < in.size(); ++i) sum = sum + in[i];
+    return {sum};
+  }
   // Data movement.
   if (type == ops::kConstant) return {Constant(a, device)};
   if (type == ops::kReshape) return {in[0].reshape(a.GetInts("shape"))};

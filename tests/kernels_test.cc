@@ -187,7 +187,7 @@ graph::Graph LstmNet() {
     h = out[0];
     c = out[1];
   }
-  Loss(b, g, b.Apply("mix", ops::kAdd, {h, c}), 3);
+  Loss(b, g, b.Apply("mix", ops::kAddN, {h, c, h}), 3);
   graph::AppendBackwardAndUpdate(g, kLearningRate);
   g.Validate();
   return g;

@@ -39,7 +39,7 @@
 // - Simultaneous events resolve in a fixed order (all that end at one instant, in the order they
 //   were scheduled; then idle devices pick, by index), where the executor's threads race; so the
 //   simulation is deterministic.
-// - An op without inputs (no op type has none) is ready at the start; the executor never runs it.
+// - An op without inputs (a Constant) is ready at the start, as in the executor.
 #pragma once
 
 #include <cstdint>
