@@ -6,6 +6,7 @@
 #include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/csrc/autograd/autograd.h>
 
 #include <algorithm>
@@ -175,6 +176,8 @@ struct Executor::Impl {
   uint64_t generation = 0;
   int workers_done = 0;
   bool shutting_down = false;
+  bool abandoned = false;                        // an op outlived its step's time limit
+  std::unique_ptr<std::atomic<OpId>[]> running;  // per device: the op being run, or kNoOp
   const TensorMap* batch = nullptr;
   Clock::time_point step_start;
 
@@ -333,6 +336,8 @@ struct Executor::Impl {
   }
 
   void StartWorkers() {
+    running = std::make_unique<std::atomic<OpId>[]>(static_cast<size_t>(num_devices));
+    for (int d = 0; d < num_devices; ++d) running[static_cast<size_t>(d)] = graph::kNoOp;
     for (int d = 0; d < num_devices; ++d) workers.emplace_back([this, d] { WorkerMain(d); });
   }
 
@@ -641,7 +646,9 @@ struct Executor::Impl {
           q.ready.pop();
         }
         auto begin = Clock::now();
+        running[static_cast<size_t>(device)] = id;
         RunOp(id, device);
+        running[static_cast<size_t>(device)] = graph::kNoOp;
         auto end = Clock::now();
         busy_seconds += Seconds(begin, end);
         if (options.record_trace) {
@@ -672,6 +679,9 @@ struct Executor::Impl {
   }
 
   StepResult RunStep(const TensorMap& step_batch, double time_limit_seconds) {
+    if (abandoned) {
+      throw StepFailure("this executor abandoned a hung op in an earlier step and cannot run");
+    }
     for (TensorId t : feeds) {
       const graph::Tensor& tensor = graph.tensor(t);
       auto it = step_batch.find(tensor.name);
@@ -716,13 +726,38 @@ struct Executor::Impl {
         if (deadline == Clock::time_point::max()) {
           step_cv.wait(lock);
         } else if (step_cv.wait_until(lock, deadline) == std::cv_status::timeout &&
-                   workers_done < num_devices && !timed_out) {
-          timed_out = true;
-          lock.unlock();
-          Fail(fmt::format("time limit of {} s exceeded", time_limit_seconds));
-          lock.lock();
+                   workers_done < num_devices) {
+          if (!timed_out) {
+            timed_out = true;
+            lock.unlock();
+            Fail(fmt::format("time limit of {} s exceeded", time_limit_seconds));
+            lock.lock();
+            // Ops already running finish unless they hang: give them a grace period.
+            deadline = Clock::now() +
+                       std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
+                           std::max(0.0, options.abandon_grace_seconds)));
+          } else {
+            abandoned = true;
+            break;
+          }
         }
       }
+    }
+    if (abandoned) {
+      batch = nullptr;
+      std::vector<std::string> stuck;
+      for (int d = 0; d < num_devices; ++d) {
+        OpId op = running[static_cast<size_t>(d)];
+        if (op != graph::kNoOp) {
+          stuck.push_back(
+              fmt::format("'{}' on {}", graph.op(op).name, devices[static_cast<size_t>(d)].name));
+        }
+      }
+      throw StepFailure(fmt::format(
+          "time limit of {} s exceeded and op {} still running {} s later: abandoned",
+          time_limit_seconds,
+          stuck.empty() ? std::string("(between ops)") : fmt::format("{}", fmt::join(stuck, ", ")),
+          options.abandon_grace_seconds));
     }
     auto end = Clock::now();
     batch = nullptr;
@@ -790,7 +825,16 @@ Executor::Executor(const graph::Graph& graph, DeviceSet devices, graph::Placemen
   impl_->StartWorkers();
 }
 
-Executor::~Executor() { impl_->StopWorkers(); }
+Executor::~Executor() {
+  if (impl_->abandoned) {
+    // A worker may still be inside the hung op and touch the state when it returns: leave the
+    // threads running and the state allocated.
+    for (auto& worker : impl_->workers) worker.detach();
+    (void)impl_.release();
+    return;
+  }
+  impl_->StopWorkers();
+}
 
 StepResult Executor::RunStep(const TensorMap& batch, double time_limit_seconds) {
   return impl_->RunStep(batch, time_limit_seconds);

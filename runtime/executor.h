@@ -47,6 +47,10 @@ struct ExecutorOptions {
   bool record_trace = false;
   // Run only the forward ops (no loss gradient, no update): used to predict.
   bool forward_only = false;
+  // After a step's time limit, how long to wait for ops that are still running before abandoning
+  // them: an op that has not returned by then is left to its worker thread, the step fails and
+  // the executor is unusable from then on (a hung kernel cannot be cancelled, only abandoned).
+  double abandon_grace_seconds = 1.0;
 };
 
 class Executor {
@@ -60,7 +64,10 @@ class Executor {
   Executor& operator=(const Executor&) = delete;
 
   // One training step on `batch` (host tensors, one per graph input). Throws StepFailure; after a
-  // failure the executor is still usable. `time_limit_seconds` abandons a step that runs longer.
+  // failure the executor is still usable, unless an op did not return within the time limit plus
+  // ExecutorOptions::abandon_grace_seconds: then it is abandoned, and so is the executor (its
+  // workers and state are leaked rather than freed under a thread that may still use them, so
+  // the graph must outlive the process's use of it). `time_limit_seconds` bounds the step.
   StepResult RunStep(const TensorMap& batch,
                      double time_limit_seconds = std::numeric_limits<double>::infinity());
 

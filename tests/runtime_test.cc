@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -304,6 +305,43 @@ TEST(SummariseSamplesTest, MedianOfOddAndEvenCounts) {
   EXPECT_DOUBLE_EQ(r.step_seconds, 2.5);
   EXPECT_DOUBLE_EQ(r.min_seconds, 1);
   EXPECT_DOUBLE_EQ(r.max_seconds, 4);
+}
+
+}  // namespace
+}  // namespace placer::runtime
+
+namespace placer::runtime {
+namespace {
+
+// An op far longer than the step's time limit (a 4096^3 matmul on one thread: seconds) stands
+// for a hung kernel: the step fails soon after the limit, naming the op, instead of waiting.
+TEST(ExecutorTest, AnOpOutlivingTheTimeLimitIsAbandonedAndTheProcessGoesOn) {
+  graph::Graph g;
+  graph::ModelBuilder b(g);
+  graph::TensorId x = b.Input("x", {4096, 4096});
+  graph::TensorId huge = b.Linear("huge", x, 4096, 0.01);
+  b.SoftmaxCrossEntropy("loss", b.Linear("head", huge, 2, 0.01),
+                        b.Input("labels", {4096}, graph::DType::kInt64, graph::TensorKind::kLabel));
+  const TensorMap batch = SyntheticBatch(g, 1);
+  auto executor = std::make_unique<Executor>(
+      g, CpuWorkers(1), graph::Placement::AllOn(g, {"cpu:0"}, 0), InitializeParameters(g, 1),
+      ExecutorOptions{.forward_only = true, .abandon_grace_seconds = 0.05});
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    executor->RunStep(batch, /*time_limit_seconds=*/0.02);
+    ADD_FAILURE() << "the step finished within its time limit";
+  } catch (const StepFailure& failure) {
+    EXPECT_THAT(failure.what(), AllOf(HasSubstr("abandoned"), HasSubstr("'huge' on cpu:0")));
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.0);
+  EXPECT_THROW(executor->RunStep(batch), StepFailure);
+  executor.reset();  // returns at once: the busy worker is left behind, not joined
+
+  // Other executors keep working.
+  graph::Graph lenet = graph::BuildLeNet({.batch_size = 8});
+  Executor fresh(lenet, CpuWorkers(1), graph::Placement::AllOn(lenet, {"cpu:0"}, 0),
+                 InitializeParameters(lenet, 2));
+  EXPECT_GT(fresh.RunStep(SyntheticBatch(lenet, 3)).loss, 0.0);
 }
 
 }  // namespace
