@@ -2,6 +2,8 @@
 PLACER_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PLACER_CACHE="${PLACER_CACHE:-$HOME/.cache/placer}"
 PLACER_TORCH_VERSION="2.11.0"
+PLACER_TORCHVISION_VERSION="0.26.0"  # the release that matches torch 2.11
+PLACER_ONNX_VERSION="1.23.2"
 PLACER_BUILD_DIR="${PLACER_BUILD_DIR:-$PLACER_ROOT/build}"
 
 # The Python that holds LibTorch: PLACER_PYTHON if set (the GPU machine's own python3 with its

@@ -10,6 +10,7 @@ APT_PACKAGES=(
   libcli11-dev libfmt-dev nlohmann-json3-dev zlib1g-dev libboost-dev
   libmetis-dev libscotch-dev libglpk-dev
   dataset-fashion-mnist
+  libonnx-dev libonnx-testdata
 )
 
 missing=()
@@ -35,6 +36,16 @@ if [[ -z "${PLACER_PYTHON:-}" ]]; then
     python3 -m venv "$venv"
     "$venv/bin/pip" install -q --disable-pip-version-check "torch==$PLACER_TORCH_VERSION"
     touch "$venv/.complete"
+  fi
+  # scripts/export_onnx.py (ONNX fixtures of the tests) needs torchvision and onnx; venvs made
+  # before it existed get them added. The check reads package metadata only: milliseconds.
+  if ! "$venv/bin/python" -c "
+import importlib.metadata as m, sys
+sys.exit(m.version('torchvision') != '$PLACER_TORCHVISION_VERSION' or m.version('onnx') != '$PLACER_ONNX_VERSION')
+" 2>/dev/null; then
+    placer_log "installing torchvision==$PLACER_TORCHVISION_VERSION onnx==$PLACER_ONNX_VERSION into $venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check "torch==$PLACER_TORCH_VERSION" \
+      "torchvision==$PLACER_TORCHVISION_VERSION" "onnx==$PLACER_ONNX_VERSION"
   fi
 fi
 

@@ -1,0 +1,72 @@
+// Loads an ONNX model (a .onnx file, as PyTorch's exporter writes it) into the graph IR, and
+// derives its training step. Torch-free, and free of generated protobuf headers: the ONNX schema is
+// compiled into its own library (proto/CMakeLists.txt) that only onnx_loader.cc sees.
+//
+// What the loader does with a model:
+// - Shapes are propagated with the IR's own shape rules; the file's intermediate shapes are not
+//   needed. Subgraphs that compute shapes (Shape, Gather, Concat, Unsqueeze, Cast, ... on int64
+//   constants) are evaluated at load time and end up as attributes (Reshape's "shape").
+// - Float initializers with more than one element become trainable parameters, named after the
+//   initializer, with the file's values. An initializer whose data was stripped (dims only)
+//   starts as N(0, 0.01^2) (rank >= 2), zeros (rank <= 1) or ones (a normalisation scale).
+//   Scalar initializers, float Constant nodes and values computed from them (a 1/sqrt(d) scale)
+//   become IR "Constant" ops.
+// - Graph inputs that are not initializers become minibatch inputs: float tensors, or int64 ones
+//   (token ids, for Gather). Axis 0 of every input is the batch.
+// - With a loss, SoftmaxCrossEntropy is attached to the first graph output ([B, C], or any other
+//   rank flattened to [B, rest]) against int64 labels [B] named "labels".
+// - Nodes that no graph output depends on are skipped.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "graph/ir.h"
+
+namespace placer::graph {
+
+// One ONNX TensorProto (the .pb files of ONNX's backend test data), converted to plain C++.
+struct OnnxTensor {
+  std::string name;
+  Shape shape;
+  DType dtype = DType::kFloat32;
+  std::vector<float> floats;  // dtype kFloat32 (also double and float16 files, converted)
+  std::vector<int64_t> ints;  // dtype kInt64 (also int32, int8, uint8, bool, ... converted)
+};
+
+struct OnnxOptions {
+  // Replaces axis 0 of every graph input (required when the file leaves it symbolic). Shape
+  // subgraphs are evaluated with it, so exports with a dynamic batch axis take any batch size.
+  std::optional<int64_t> batch_size;
+  bool loss = true;             // attach SoftmaxCrossEntropy to the first output
+  bool training_step = true;    // also append backward and SGD update ops (needs `loss`)
+  double learning_rate = 0.1;   // SGD step size of the training step
+  int64_t loss_normalizer = 0;  // 0: the batch size (data-parallel shards pass the global batch)
+  double init_stddev = 0.01;    // stddev of stripped weights
+  // Graph inputs given their values at load time: they become constants, not minibatch inputs.
+  // The IR takes shapes, axes and split sizes only as load-time values; models given such
+  // parameters as inputs (ONNX's backend tests do) load once they are bound.
+  std::map<std::string, OnnxTensor> bound_inputs;
+};
+
+// Reads `file` and returns the validated graph. Throws GraphError naming the file (and the node,
+// by name and index, when one is at fault) for unreadable or truncated files, unsupported ops (all
+// unsupported op types with the first node of each), missing inputs and shapes that do not fit.
+Graph LoadOnnx(const std::filesystem::path& file, const OnnxOptions& options = {});
+
+// Reads a serialised TensorProto. Throws GraphError naming the file when it does not parse or
+// holds an element type without a float32 or int64 counterpart (strings).
+OnnxTensor ReadOnnxTensor(const std::filesystem::path& file);
+
+// Names of the graph inputs (initializers excluded) and outputs of an ONNX file, in file order.
+struct OnnxSignature {
+  std::vector<std::string> inputs;
+  std::vector<std::string> outputs;
+};
+OnnxSignature ReadOnnxSignature(const std::filesystem::path& file);
+
+}  // namespace placer::graph

@@ -1,0 +1,202 @@
+#!/usr/bin/env python3
+"""Exports PyTorch models to ONNX for placer's examples and tests.
+
+Run it with the project's Python (scripts/lib.sh: placer_python), which scripts/setup.sh provides
+with torch, torchvision and onnx:
+
+    source scripts/lib.sh && "$(placer_python)" scripts/export_onnx.py --out DIR [MODEL ...]
+
+For each model it writes, into DIR:
+  <model>.onnx         the model (TorchScript-based exporter, batch axis dynamic)
+  <model>.input.pb     an input minibatch (ONNX TensorProto, named after the graph input)
+  <model>.output.pb    PyTorch's own output for that input (to compare the loader's forward with)
+and lenet_stripped.onnx, the LeNet with every initializer's data removed (dims kept), which the
+loader initialises itself.
+
+Models: lenet (the d2l LeNet of graph::BuildLeNet, same layer names), resnet18 (torchvision, eval
+mode: the exporter folds BatchNorm into the convolutions), transformer (token embedding,
+nn.TransformerEncoder of 2 layers, mean over the sequence, linear classifier) and lstm (2-layer
+bidirectional nn.LSTM on float sequences, classifier on the last step). Weights are random with a
+fixed seed; every parameter and buffer is perturbed so that no two are equal (the exporter would
+merge equal initializers). The reference minibatch has another batch size than the export, so
+that loading it exercises the dynamic batch axis.
+
+Re-running is cheap: a stamp file records what was written, by which script and torch version, and
+nothing is redone while it matches.
+"""
+
+import argparse
+import hashlib
+import importlib.metadata
+import json
+import os
+import sys
+import warnings
+
+MODELS = ("lenet", "resnet18", "transformer", "lstm")
+EXPORT_BATCH = 2
+REFERENCE_BATCH = 3
+
+
+def build(name, torch, nn):
+    """The module, an example input and the input's name."""
+    if name == "lenet":
+
+        class LeNet(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv1 = nn.Conv2d(1, 20, 3)
+                self.pool1 = nn.AvgPool2d(2, 2)
+                self.conv2 = nn.Conv2d(20, 50, 5)
+                self.pool2 = nn.AvgPool2d(2, 2)
+                self.fc1 = nn.Linear(50 * 4 * 4, 128)
+                self.fc2 = nn.Linear(128, 10)
+
+            def forward(self, x):
+                x = self.pool1(torch.relu(self.conv1(x)))
+                x = self.pool2(torch.relu(self.conv2(x)))
+                x = torch.flatten(x, 1)
+                return self.fc2(torch.relu(self.fc1(x)))
+
+        return LeNet(), lambda b: torch.randn(b, 1, 28, 28), "images"
+    if name == "resnet18":
+        import torchvision
+
+        return (
+            torchvision.models.resnet18(weights=None, num_classes=10),
+            lambda b: torch.randn(b, 3, 64, 64),
+            "images",
+        )
+    if name == "transformer":
+
+        class Encoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embed = nn.Embedding(50, 32)
+                layer = nn.TransformerEncoderLayer(
+                    32, 4, dim_feedforward=64, dropout=0.0, batch_first=True
+                )
+                self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+                self.head = nn.Linear(32, 5)
+
+            def forward(self, tokens):
+                return self.head(self.encoder(self.embed(tokens)).mean(dim=1))
+
+        return Encoder(), lambda b: torch.randint(0, 50, (b, 7)), "tokens"
+    if name == "lstm":
+
+        class Tagger(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lstm = nn.LSTM(8, 16, num_layers=2, batch_first=True, bidirectional=True)
+                self.head = nn.Linear(32, 4)
+
+            def forward(self, x):
+                y, _ = self.lstm(x)
+                return self.head(y[:, -1])
+
+        return Tagger(), lambda b: torch.randn(b, 5, 8), "sequence"
+    raise ValueError(name)
+
+
+def export(name, out, torch, nn, onnx, numpy_helper):
+    torch.manual_seed(0)
+    model, make_input, input_name = build(name, torch, nn)
+    with torch.no_grad():
+        # Distinct values everywhere (see the module docstring); BatchNorm statistics away from
+        # 0 and 1 so that folding them into the convolutions is really exercised.
+        for tensor in list(model.parameters()) + list(model.buffers()):
+            if tensor.is_floating_point():
+                tensor.add_(0.05 * torch.randn_like(tensor))
+        for module in model.modules():
+            if isinstance(module, nn.BatchNorm2d):
+                module.running_var.uniform_(0.5, 1.5)
+    model.eval()
+    example = make_input(EXPORT_BATCH)
+    path = os.path.join(out, name + ".onnx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            model,
+            (example,),
+            path,
+            dynamo=False,
+            input_names=[input_name],
+            output_names=["logits"],
+            dynamic_axes={input_name: {0: "batch"}, "logits": {0: "batch"}},
+        )
+    reference = make_input(REFERENCE_BATCH)
+    with torch.no_grad():
+        expected = model(reference)
+    for suffix, tensor, tensor_name in (
+        ("input", reference, input_name),
+        ("output", expected, "logits"),
+    ):
+        proto = numpy_helper.from_array(tensor.numpy(), tensor_name)
+        with open(os.path.join(out, f"{name}.{suffix}.pb"), "wb") as f:
+            f.write(proto.SerializeToString())
+    return [path]
+
+
+def strip(source, target, onnx):
+    """A copy of `source` whose initializers keep their dims but lose their data."""
+    model = onnx.load(source)
+    for initializer in model.graph.initializer:
+        if initializer.data_type == onnx.TensorProto.FLOAT:
+            initializer.ClearField("raw_data")
+            initializer.ClearField("float_data")
+    onnx.save(model, target)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True, help="directory to write into")
+    parser.add_argument("models", nargs="*", metavar="MODEL", help=f"any of {', '.join(MODELS)}")
+    args = parser.parse_args()
+    for name in args.models:
+        if name not in MODELS:
+            parser.error(f"unknown model '{name}'; known: {', '.join(MODELS)}")
+    args.models = args.models or list(MODELS)
+    setup_hint = (
+        "run scripts/setup.sh (it installs torch, torchvision and onnx into the project's Python)"
+    )
+    try:
+        # Read from package metadata: importing torch takes seconds, the up-to-date check must not.
+        versions = {p: importlib.metadata.version(p) for p in ("torch", "torchvision", "onnx")}
+    except importlib.metadata.PackageNotFoundError as error:
+        sys.exit(f"export_onnx.py: package {error} is missing; {setup_hint}")
+    os.makedirs(args.out, exist_ok=True)
+    with open(__file__, "rb") as f:
+        script = hashlib.sha256(f.read()).hexdigest()
+    stamp_path = os.path.join(args.out, "export_onnx.stamp")
+    stamp = {"script": script, "versions": versions, "models": sorted(args.models)}
+    expected_files = [f"{m}.{s}" for m in args.models for s in ("onnx", "input.pb", "output.pb")]
+    if "lenet" in args.models:
+        expected_files.append("lenet_stripped.onnx")
+    try:
+        with open(stamp_path) as f:
+            done = json.load(f)
+        if done == stamp and all(os.path.exists(os.path.join(args.out, p)) for p in expected_files):
+            return
+    except (OSError, ValueError):
+        pass
+    try:
+        import torch
+        import torch.nn as nn
+        import onnx
+        from onnx import numpy_helper
+    except ImportError as error:
+        sys.exit(f"export_onnx.py: {error}; {setup_hint}")
+    torch.set_num_threads(1)
+    for name in args.models:
+        export(name, args.out, torch, nn, onnx, numpy_helper)
+        print(f"export_onnx.py: wrote {name}.onnx", file=sys.stderr)
+    if "lenet" in args.models:
+        strip(os.path.join(args.out, "lenet.onnx"), os.path.join(args.out, "lenet_stripped.onnx"),
+              onnx)
+    with open(stamp_path, "w") as f:
+        json.dump(stamp, f)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,309 @@
+// The ONNX loader: small hand-written models (shapes, folding, naming, errors), and conformance
+// with ONNX's own backend node tests (Debian libonnx-testdata) run through the real executor.
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <sstream>
+
+#include "config/config.h"
+#include "graph/ir.h"
+#include "graph/onnx_loader.h"
+#include "graph/ops.h"
+#include "graph/placement.h"
+#include "runtime/executor.h"
+#include "tests/onnx_writer.h"
+#include "tests/support.h"
+
+namespace placer {
+namespace {
+
+namespace fs = std::filesystem;
+namespace ox = test_support::onnx;
+using ::testing::HasSubstr;
+
+fs::path WriteModel(const std::string& name, const std::string& bytes) {
+  fs::path dir = fs::temp_directory_path() / "placer_onnx_test";
+  fs::create_directories(dir);
+  fs::path file = dir / name;
+  std::ofstream(file, std::ios::binary) << bytes;
+  return file;
+}
+
+std::string LoadError(const fs::path& file, const graph::OnnxOptions& options = {}) {
+  try {
+    graph::LoadOnnx(file, options);
+  } catch (const graph::GraphError& error) {
+    return error.what();
+  }
+  return "(no error)";
+}
+
+at::Tensor ToTorch(const graph::OnnxTensor& t) {
+  if (t.dtype == graph::DType::kFloat32) {
+    return at::from_blob(const_cast<float*>(t.floats.data()), t.shape, at::kFloat).clone();
+  }
+  return at::from_blob(const_cast<int64_t*>(t.ints.data()), t.shape, at::kLong).clone();
+}
+
+// Runs the forward ops of `g` on one CPU worker; returns the executor for reading values.
+std::unique_ptr<runtime::Executor> RunForward(const graph::Graph& g,
+                                              const runtime::TensorMap& batch,
+                                              const runtime::TensorMap& parameters) {
+  auto executor = std::make_unique<runtime::Executor>(
+      g, test_support::CpuWorkers(1), graph::Placement::AllOn(g, {"cpu:0"}, 0), parameters,
+      runtime::ExecutorOptions{.forward_only = true});
+  executor->RunStep(batch);
+  return executor;
+}
+
+TEST(OnnxLoaderTest, ClassifierBecomesLinearOpsWithItsWeightsAndATrainingStep) {
+  fs::path file = WriteModel("classifier.onnx", ox::Encode(ox::SmallClassifier(2)));
+  graph::Graph g = graph::LoadOnnx(file, {.batch_size = 6, .learning_rate = 0.5});
+  EXPECT_EQ(g.tensor(g.TensorByName("x")).shape, (graph::Shape{6, 4}));
+  EXPECT_EQ(g.tensor(g.TensorByName("x")).kind, graph::TensorKind::kInput);
+  EXPECT_EQ(g.op(*g.FindOp("fc1")).type, graph::op_types::kLinear);
+  EXPECT_EQ(g.op(*g.FindOp("fc2")).type, graph::op_types::kLinear);
+  const graph::Tensor& w = g.tensor(g.TensorByName("fc1.weight"));
+  EXPECT_EQ(w.kind, graph::TensorKind::kParameter);
+  ASSERT_EQ(w.init.kind, graph::Initializer::Kind::kValues);
+  EXPECT_FLOAT_EQ((*w.init.values)[1], 0.1f - 0.3f);
+  const graph::Tensor& labels = g.tensor(g.TensorByName("labels"));
+  EXPECT_EQ(labels.kind, graph::TensorKind::kLabel);
+  EXPECT_EQ(labels.shape, (graph::Shape{6}));
+  EXPECT_EQ(g.Parameters().size(), 4u);
+  EXPECT_EQ(g.OpsInPhase(graph::Phase::kUpdate).size(), 4u);
+  EXPECT_EQ(g.op(*g.FindOp("fc1.weight.update")).attrs.GetFloat("lr"), 0.5);
+}
+
+TEST(OnnxLoaderTest, WithoutALossOnlyTheForwardOpsAreBuilt) {
+  fs::path file = WriteModel("classifier.onnx", ox::Encode(ox::SmallClassifier(2)));
+  graph::Graph g = graph::LoadOnnx(file, {.loss = false, .training_step = false});
+  EXPECT_EQ(g.num_ops(), 3);
+  EXPECT_FALSE(g.FindTensor("labels"));
+  EXPECT_EQ(g.tensor(g.TensorByName("logits")).shape, (graph::Shape{2, 3}));
+}
+
+TEST(OnnxLoaderTest, ShapeSubgraphsAreFoldedIntoAttributes) {
+  // y = Reshape(x, Concat(Shape(x)[0], [-1])): PyTorch's x.view(x.size(0), -1).
+  ox::Model m;
+  m.inputs = {ox::FloatValue("x", {2, 3, 4})};
+  m.outputs = {ox::FloatValue("y", {2, 12})};
+  auto ints = [](const std::string& name, std::vector<int64_t> values) {
+    std::string t =
+        ox::Int(1, static_cast<int64_t>(values.size())) + ox::Int(2, 7) + ox::Bytes(8, name);
+    for (int64_t v : values) t += ox::Int(7, v);
+    return t;
+  };
+  m.initializers = {ints("zero", {0}), ints("minus_one", {-1})};
+  m.nodes = {{"Shape", "shape", {"x"}, {"s"}, {}},
+             {"Gather", "batch", {"s", "zero"}, {"b"}, {}},
+             {"Concat", "target", {"b", "minus_one"}, {"t"}, {ox::AttrInt("axis", 0)}},
+             {"Reshape", "flatten", {"x", "t"}, {"y"}, {}}};
+  graph::Graph g = graph::LoadOnnx(WriteModel("fold.onnx", ox::Encode(m)),
+                                   {.batch_size = 5, .loss = false, .training_step = false});
+  ASSERT_EQ(g.num_ops(), 1);  // only the Reshape runs
+  EXPECT_EQ(g.op(0).type, graph::op_types::kReshape);
+  EXPECT_EQ(g.op(0).attrs.GetInts("shape"), (std::vector<int64_t>{5, 12}));
+}
+
+TEST(OnnxLoaderTest, StrippedWeightsStartRandomAndBiasesZero) {
+  ox::Model m = ox::SmallClassifier(2);
+  m.initializers[0] = ox::Int(1, 5) + ox::Int(1, 4) + ox::Int(2, 1) + ox::Bytes(8, "fc1.weight");
+  m.initializers[1] = ox::Int(1, 5) + ox::Int(2, 1) + ox::Bytes(8, "fc1.bias");
+  graph::Graph g =
+      graph::LoadOnnx(WriteModel("stripped.onnx", ox::Encode(m)), {.init_stddev = 0.02});
+  const graph::Tensor& w = g.tensor(g.TensorByName("fc1.weight"));
+  EXPECT_EQ(w.shape, (graph::Shape{5, 4}));
+  EXPECT_EQ(w.init.kind, graph::Initializer::Kind::kNormal);
+  EXPECT_EQ(w.init.stddev, 0.02);
+  EXPECT_EQ(g.tensor(g.TensorByName("fc1.bias")).init.kind, graph::Initializer::Kind::kZeros);
+}
+
+TEST(OnnxLoaderTest, ForwardMatchesAHandComputation) {
+  graph::Graph g =
+      graph::LoadOnnx(WriteModel("classifier.onnx", ox::Encode(ox::SmallClassifier(2))),
+                      {.loss = false, .training_step = false});
+  at::Tensor x = at::arange(8, at::kFloat).reshape({2, 4}) / 8.0;
+  runtime::TensorMap params = runtime::InitializeParameters(g, 0);
+  auto executor = RunForward(g, {{"x", x}}, params);
+  at::Tensor h = at::relu(at::linear(x, params.at("fc1.weight"), params.at("fc1.bias")));
+  at::Tensor expected = at::linear(h, params.at("fc2.weight"), params.at("fc2.bias"));
+  EXPECT_TRUE(at::allclose(executor->LastValue("logits"), expected, 1e-6, 1e-6));
+  // The loaded weights are the file's.
+  EXPECT_FLOAT_EQ(params.at("fc2.bias")[1].item<float>(), 0.2f);
+}
+
+TEST(OnnxLoaderTest, ErrorsNameTheFileAndTheNode) {
+  ox::Model unknown = ox::SmallClassifier();
+  unknown.nodes[1].op_type = "Swish";
+  unknown.nodes.push_back({"Frobnicate", "late", {"logits"}, {"z"}, {}});
+  unknown.outputs = {ox::FloatValue("z", {2, 3})};
+  fs::path file = WriteModel("unknown.onnx", ox::Encode(unknown));
+  EXPECT_THAT(LoadError(file), HasSubstr(file.string()));
+  EXPECT_THAT(LoadError(file),
+              HasSubstr("unsupported ONNX op types: Frobnicate (first: node 3 'late'), Swish "
+                        "(first: node 1 'relu')"));
+
+  ox::Model missing = ox::SmallClassifier();
+  missing.nodes[2].inputs[0] = "nowhere";
+  EXPECT_THAT(LoadError(WriteModel("missing.onnx", ox::Encode(missing))),
+              HasSubstr("node 2 'fc2' (Gemm): input 'nowhere' is not a graph input"));
+
+  std::string bytes = ox::Encode(ox::SmallClassifier());
+  fs::path truncated = WriteModel("truncated.onnx", bytes.substr(0, bytes.size() / 2));
+  EXPECT_THAT(LoadError(truncated), HasSubstr("truncated"));
+  EXPECT_THAT(LoadError(WriteModel("empty.onnx", "")), HasSubstr("empty"));
+  EXPECT_THAT(LoadError(fs::temp_directory_path() / "placer_onnx_test" / "absent.onnx"),
+              HasSubstr("cannot read"));
+
+  ox::Model badshape = ox::SmallClassifier();
+  badshape.inputs = {ox::FloatValue("x", {2, 7})};
+  EXPECT_THAT(LoadError(WriteModel("badshape.onnx", ox::Encode(badshape))),
+              HasSubstr("node 0 'fc1' (Gemm)"));
+}
+
+TEST(OnnxConfigTest, ModelOnnxReplacesBuiltinAndIsRelativeToTheConfigFile) {
+  const fs::path dir = fs::temp_directory_path() / "placer_onnx_config";
+  fs::create_directories(dir);
+  std::ofstream(dir / "c.yaml") << "model:\n  onnx: models/m.onnx\n  batch_size: 4\n";
+  const config::Config c = config::LoadConfig(dir / "c.yaml");
+  EXPECT_EQ(c.model.onnx, dir / "models" / "m.onnx");
+  EXPECT_TRUE(c.model.builtin.empty());
+  EXPECT_EQ(c.model.name(), "m");
+  EXPECT_EQ(c.model.batch_size, 4);
+  EXPECT_EQ(config::ParseConfig("model:\n  builtin: lenet\n", "x.yaml").model.name(), "lenet");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Conformance: ONNX's backend node tests.
+
+const fs::path kNodeTests = "/usr/share/libonnx-testdata/data/node";
+const fs::path kExpectedPassing =
+    fs::path(PLACER_SOURCE_DIR) / "tests/onnx_conformance_passing.txt";
+
+struct CaseResult {
+  bool pass = false;
+  bool bound = false;  // integer inputs were bound at load time
+  std::string detail;
+};
+
+// Loads the case's model without a loss, feeds test_data_set_0's inputs and compares every output
+// with ONNX's expected values (rtol 1e-3, atol 1e-5: float32 kernels against numpy references).
+// Many cases pass a shape, axes or split sizes as a graph input, which the IR takes only at load
+// time (exporters write them as constants): when loading fails for want of such a value, the
+// case's integer inputs are bound at load time and it is loaded again.
+CaseResult RunCase(const fs::path& dir) {
+  CaseResult result;
+  const fs::path data = dir / "test_data_set_0";
+  try {
+    const graph::OnnxSignature signature = graph::ReadOnnxSignature(dir / "model.onnx");
+    graph::OnnxOptions options{.loss = false, .training_step = false};
+    graph::Graph g;
+    try {
+      g = graph::LoadOnnx(dir / "model.onnx", options);
+    } catch (const graph::GraphError& error) {
+      if (std::string(error.what()).find("computable at load time") == std::string::npos) throw;
+      for (size_t i = 0; i < signature.inputs.size(); ++i) {
+        const fs::path file = data / fmt::format("input_{}.pb", i);
+        if (!fs::exists(file)) continue;
+        graph::OnnxTensor t = graph::ReadOnnxTensor(file);
+        if (t.dtype == graph::DType::kInt64) options.bound_inputs.emplace(signature.inputs[i], t);
+      }
+      g = graph::LoadOnnx(dir / "model.onnx", options);
+      result.bound = true;
+    }
+    runtime::TensorMap batch;
+    for (size_t i = 0; i < signature.inputs.size(); ++i) {
+      const fs::path file = data / fmt::format("input_{}.pb", i);
+      if (!fs::exists(file)) continue;  // an optional input left out
+      const std::optional<graph::TensorId> id = g.FindTensor(signature.inputs[i]);
+      if (id && g.tensor(*id).kind == graph::TensorKind::kInput) {
+        batch.emplace(signature.inputs[i], ToTorch(graph::ReadOnnxTensor(file)));
+      }
+    }
+    auto executor = RunForward(g, batch, runtime::InitializeParameters(g, 0));
+    double worst = 0;
+    for (size_t i = 0; i < signature.outputs.size(); ++i) {
+      at::Tensor expected =
+          ToTorch(graph::ReadOnnxTensor(data / fmt::format("output_{}.pb", i))).to(at::kDouble);
+      at::Tensor actual = executor->LastValue(signature.outputs[i]).to(at::kDouble);
+      if (actual.sizes() != expected.sizes()) {
+        result.detail =
+            fmt::format("output {} has shape {}, expected {}", i, fmt::join(actual.sizes(), "x"),
+                        fmt::join(expected.sizes(), "x"));
+        return result;
+      }
+      at::Tensor excess = (actual - expected).abs() - (1e-5 + 1e-3 * expected.abs());
+      if (expected.numel() > 0) worst = std::max(worst, excess.max().item<double>());
+      if (at::isnan(actual).any().item<bool>() != at::isnan(expected).any().item<bool>()) worst = 1;
+    }
+    result.pass = worst <= 0;
+    if (!result.pass) result.detail = fmt::format("mismatch beyond tolerance by {:.3g}", worst);
+  } catch (const std::exception& error) {
+    result.detail = error.what();
+    // One line: drop the model path (the case names it) and anything after a newline.
+    const std::string model = (dir / "model.onnx").string() + ": ";
+    if (result.detail.rfind(model, 0) == 0) result.detail.erase(0, model.size());
+    result.detail = result.detail.substr(0, result.detail.find('\n'));
+  }
+  return result;
+}
+
+std::set<std::string> ExpectedPassing() {
+  std::set<std::string> cases;
+  std::ifstream in(kExpectedPassing);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line[0] != '#') cases.insert(line);
+  }
+  return cases;
+}
+
+TEST(OnnxConformanceTest, NodeTestsThatPassedStillPass) {
+  if (!fs::exists(kNodeTests)) GTEST_SKIP() << kNodeTests << " missing: install libonnx-testdata";
+  std::vector<fs::path> dirs;
+  for (const auto& entry : fs::directory_iterator(kNodeTests)) dirs.push_back(entry.path());
+  std::sort(dirs.begin(), dirs.end());
+  const std::set<std::string> expected = ExpectedPassing();
+  std::vector<std::string> regressions, newly_passing;
+  std::ostringstream table;
+  table << fmt::format("{:<60} {}\n", "ONNX node test", "result");
+  int passing = 0;
+  for (const fs::path& dir : dirs) {
+    const std::string name = dir.filename().string();
+    if (std::getenv("PLACER_ONNX_TRACE")) std::cerr << name << std::endl;  // to find a hang
+    CaseResult r = RunCase(dir);
+    passing += r.pass;
+    table << fmt::format("{:<60} {}\n", name,
+                         r.pass ? (r.bound ? "pass (integer inputs bound at load time)" : "pass")
+                                : "FAIL: " + r.detail);
+    if (r.pass && expected.count(name) == 0) newly_passing.push_back(name);
+    if (!r.pass && expected.count(name) != 0) regressions.push_back(name + ": " + r.detail);
+  }
+  std::cout << table.str()
+            << fmt::format("{} of {} ONNX node tests pass ({} expected)\n", passing, dirs.size(),
+                           expected.size());
+  EXPECT_FALSE(expected.empty()) << kExpectedPassing << " lists no cases";
+  for (const std::string& name : expected) {
+    if (!fs::exists(kNodeTests / name)) regressions.push_back(name + ": case not found");
+  }
+  EXPECT_TRUE(regressions.empty()) << "listed in " << kExpectedPassing << " but failing:\n  "
+                                   << fmt::format("{}", fmt::join(regressions, "\n  "));
+  if (!newly_passing.empty()) {
+    std::cout << "passing but not yet listed in " << kExpectedPassing << ":\n  "
+              << fmt::format("{}", fmt::join(newly_passing, "\n  ")) << '\n';
+  }
+}
+
+}  // namespace
+}  // namespace placer
