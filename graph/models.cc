@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <bit>
+#include <cstring>
+
 #include "graph/ops.h"
 #include "graph/training_step.h"
 
@@ -29,35 +32,188 @@ TensorId ModelBuilder::Apply(const std::string& name, const std::string& type,
   } catch (const GraphError& error) {
     throw GraphError(fmt::format("op '{}' ({}): {}", name, type, error.what()));
   }
+  if (shapes.size() != 1) {
+    throw GraphError(
+        fmt::format("op '{}' ({}) has {} outputs; use ApplyMulti", name, type, shapes.size()));
+  }
   TensorId out = graph_.AddTensor(Tensor{.name = name, .shape = shapes.at(0)});
   op.outputs = {out};
   graph_.AddOp(std::move(op));
   return out;
 }
 
+std::vector<TensorId> ModelBuilder::ApplyMulti(const std::string& name, const std::string& type,
+                                               std::vector<TensorId> inputs, Attributes attrs) {
+  Op op{.name = name, .type = type, .inputs = std::move(inputs), .attrs = std::move(attrs)};
+  std::vector<Shape> shapes;
+  try {
+    shapes = InferOutputShapes(graph_, op);
+  } catch (const GraphError& error) {
+    throw GraphError(fmt::format("op '{}' ({}): {}", name, type, error.what()));
+  }
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    op.outputs.push_back(
+        graph_.AddTensor(Tensor{.name = fmt::format("{}:{}", name, k), .shape = shapes[k]}));
+  }
+  std::vector<TensorId> outputs = op.outputs;
+  graph_.AddOp(std::move(op));
+  return outputs;
+}
+
 TensorId ModelBuilder::Conv2d(const std::string& name, TensorId x, int64_t out_channels,
                               int64_t kernel, double stddev) {
-  int64_t in_channels = graph_.tensor(x).shape.at(1);
-  TensorId w = Parameter(name + ".weight", {out_channels, in_channels, kernel, kernel},
-                         {Initializer::Kind::kNormal, stddev});
-  TensorId b = Parameter(name + ".bias", {out_channels}, {});
+  return Conv2d(
+      name, x,
+      ConvSpec{.out_channels = out_channels, .kernel = {kernel, kernel}, .stddev = stddev});
+}
+
+TensorId ModelBuilder::Conv2d(const std::string& name, TensorId x, const ConvSpec& spec) {
+  const Shape in = ShapeOf(x);  // a copy: adding parameters may move the graph's tensors
+  if (in.size() != 4) {
+    throw GraphError(
+        fmt::format("op '{}' (Conv2d): input must be [N,C,H,W], is {}", name, ToString(in)));
+  }
+  if (spec.kernel.size() != 2) {
+    throw GraphError(fmt::format("op '{}' (Conv2d): the kernel is [height, width]", name));
+  }
+  TensorId w =
+      Parameter(name + ".weight", {spec.out_channels, in[1], spec.kernel[0], spec.kernel[1]},
+                {Initializer::Kind::kNormal, spec.stddev});
+  std::vector<TensorId> inputs = {x, w};
+  if (spec.bias) inputs.push_back(Parameter(name + ".bias", {spec.out_channels}, {}));
   Attributes attrs;
-  attrs.Set("stride", std::vector<int64_t>{1, 1});
-  attrs.Set("padding", std::vector<int64_t>{0, 0});
-  return Apply(name, op_types::kConv2d, {x, w, b}, std::move(attrs));
+  attrs.Set("stride", spec.stride);
+  attrs.Set("padding", spec.padding);
+  return Apply(name, op_types::kConv2d, std::move(inputs), std::move(attrs));
 }
 
 TensorId ModelBuilder::Linear(const std::string& name, TensorId x, int64_t out_features,
-                              double stddev) {
-  int64_t in_features = graph_.tensor(x).shape.at(1);
-  TensorId w = Parameter(name + ".weight", {out_features, in_features},
-                         {Initializer::Kind::kNormal, stddev});
-  TensorId b = Parameter(name + ".bias", {out_features}, {});
-  return Apply(name, op_types::kLinear, {x, w, b});
+                              double stddev, bool bias) {
+  const Shape in = ShapeOf(x);  // a copy: adding parameters may move the graph's tensors
+  if (in.empty()) throw GraphError(fmt::format("op '{}' (Linear): input is a scalar", name));
+  TensorId w =
+      Parameter(name + ".weight", {out_features, in.back()}, {Initializer::Kind::kNormal, stddev});
+  std::vector<TensorId> inputs = {x, w};
+  if (bias) inputs.push_back(Parameter(name + ".bias", {out_features}, {}));
+  return Apply(name, op_types::kLinear, std::move(inputs));
 }
 
 TensorId ModelBuilder::Relu(const std::string& name, TensorId x) {
   return Apply(name, op_types::kRelu, {x});
+}
+
+TensorId ModelBuilder::BatchNorm(const std::string& name, TensorId x, double epsilon) {
+  const Shape in = ShapeOf(x);  // a copy: adding parameters may move the graph's tensors
+  if (in.size() < 2) {
+    throw GraphError(
+        fmt::format("op '{}' (BatchNorm): input must be [N,C,...], is {}", name, ToString(in)));
+  }
+  TensorId scale = Parameter(name + ".scale", {in[1]}, {Initializer::Kind::kOnes});
+  TensorId shift = Parameter(name + ".bias", {in[1]}, {});
+  Attributes attrs;
+  attrs.Set("epsilon", epsilon);
+  return Apply(name, op_types::kBatchNorm, {x, scale, shift}, std::move(attrs));
+}
+
+TensorId ModelBuilder::LayerNorm(const std::string& name, TensorId x, double epsilon) {
+  const Shape in = ShapeOf(x);  // a copy: adding parameters may move the graph's tensors
+  if (in.empty()) throw GraphError(fmt::format("op '{}' (LayerNorm): input is a scalar", name));
+  TensorId scale = Parameter(name + ".scale", {in.back()}, {Initializer::Kind::kOnes});
+  TensorId shift = Parameter(name + ".bias", {in.back()}, {});
+  Attributes attrs;
+  attrs.Set("axis", int64_t{-1});
+  attrs.Set("epsilon", epsilon);
+  return Apply(name, op_types::kLayerNorm, {x, scale, shift}, std::move(attrs));
+}
+
+TensorId ModelBuilder::Constant(const std::string& name, const Shape& shape,
+                                const std::vector<float>& values) {
+  if (static_cast<int64_t>(values.size()) != NumElements(shape)) {
+    throw GraphError(fmt::format("op '{}' (Constant): {} values for shape {}", name, values.size(),
+                                 ToString(shape)));
+  }
+  // The IR stores the values as little-endian float32 bytes; every supported host is
+  // little-endian, so the in-memory representation is that byte string.
+  static_assert(std::endian::native == std::endian::little);
+  std::string bytes(values.size() * sizeof(float), '\0');
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  Attributes attrs;
+  attrs.Set("shape", shape);
+  attrs.Set("values", std::move(bytes));
+  return Apply(name, op_types::kConstant, {}, std::move(attrs));
+}
+
+TensorId ModelBuilder::Zeros(const std::string& name, const Shape& shape) {
+  return Constant(name, shape, std::vector<float>(static_cast<size_t>(NumElements(shape)), 0.0f));
+}
+
+TensorId ModelBuilder::Reshape(const std::string& name, TensorId x, const Shape& shape) {
+  Attributes attrs;
+  attrs.Set("shape", shape);
+  return Apply(name, op_types::kReshape, {x}, std::move(attrs));
+}
+
+TensorId ModelBuilder::Transpose(const std::string& name, TensorId x,
+                                 const std::vector<int64_t>& perm) {
+  Attributes attrs;
+  attrs.Set("perm", perm);
+  return Apply(name, op_types::kTranspose, {x}, std::move(attrs));
+}
+
+TensorId ModelBuilder::Concat(const std::string& name, std::vector<TensorId> inputs, int64_t axis) {
+  Attributes attrs;
+  attrs.Set("axis", axis);
+  return Apply(name, op_types::kConcat, std::move(inputs), std::move(attrs));
+}
+
+std::vector<TensorId> ModelBuilder::Split(const std::string& name, TensorId x, int64_t axis,
+                                          const std::vector<int64_t>& sizes) {
+  Attributes attrs;
+  attrs.Set("axis", axis);
+  attrs.Set("sizes", sizes);
+  return ApplyMulti(name, op_types::kSplit, {x}, std::move(attrs));
+}
+
+TensorId ModelBuilder::Slice(const std::string& name, TensorId x, int64_t axis, int64_t start,
+                             int64_t end) {
+  Attributes attrs;
+  attrs.Set("axis", axis);
+  attrs.Set("start", start);
+  attrs.Set("end", end);
+  return Apply(name, op_types::kSlice, {x}, std::move(attrs));
+}
+
+TensorId ModelBuilder::Softmax(const std::string& name, TensorId x, int64_t axis) {
+  Attributes attrs;
+  attrs.Set("axis", axis);
+  return Apply(name, op_types::kSoftmax, {x}, std::move(attrs));
+}
+
+namespace {
+Attributes PoolAttributes(int64_t kernel, int64_t stride, int64_t padding) {
+  Attributes attrs;
+  attrs.Set("kernel", std::vector<int64_t>{kernel, kernel});
+  attrs.Set("stride", std::vector<int64_t>{stride, stride});
+  attrs.Set("padding", std::vector<int64_t>{padding, padding});
+  return attrs;
+}
+}  // namespace
+
+TensorId ModelBuilder::MaxPool2d(const std::string& name, TensorId x, int64_t kernel,
+                                 int64_t stride, int64_t padding) {
+  return Apply(name, op_types::kMaxPool2d, {x}, PoolAttributes(kernel, stride, padding));
+}
+
+TensorId ModelBuilder::AvgPool2d(const std::string& name, TensorId x, int64_t kernel,
+                                 int64_t stride, int64_t padding) {
+  return Apply(name, op_types::kAvgPool2d, {x}, PoolAttributes(kernel, stride, padding));
+}
+
+std::pair<TensorId, TensorId> ModelBuilder::LstmCell(const std::string& name, TensorId x,
+                                                     TensorId h, TensorId c, TensorId w_ih,
+                                                     TensorId w_hh, TensorId bias) {
+  std::vector<TensorId> out = ApplyMulti(name, op_types::kLstmCell, {x, h, c, w_ih, w_hh, bias});
+  return {out.at(0), out.at(1)};
 }
 
 TensorId ModelBuilder::SoftmaxCrossEntropy(const std::string& name, TensorId logits,

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "graph/ir.h"
@@ -43,22 +44,65 @@ struct ParallelMlpOptions {
 };
 Graph BuildParallelMlp(const ParallelMlpOptions& options);
 
+// A convolution's geometry; pairs are [height, width].
+struct ConvSpec {
+  int64_t out_channels = 1;
+  std::vector<int64_t> kernel = {1, 1};
+  std::vector<int64_t> stride = {1, 1};
+  std::vector<int64_t> padding = {0, 0};
+  bool bias = true;
+  double stddev = 0.01;  // of the N(0, stddev^2) weights
+};
+
 // Appends forward ops one by one, inferring output shapes. Builders use it; tests use it to build
 // small graphs by hand.
 class ModelBuilder {
  public:
   explicit ModelBuilder(Graph& graph) : graph_(graph) {}
+  Graph& graph() { return graph_; }
+  // Valid until the next tensor is added: copy it to keep it across Parameter/Apply calls.
+  const Shape& ShapeOf(TensorId id) const { return graph_.tensor(id).shape; }
+
   TensorId Input(const std::string& name, Shape shape, DType dtype = DType::kFloat32,
                  TensorKind kind = TensorKind::kInput);
   TensorId Parameter(const std::string& name, Shape shape, Initializer init);
   // Adds op `name` of `type`; its single output is named `name` and gets the inferred shape.
   TensorId Apply(const std::string& name, const std::string& type, std::vector<TensorId> inputs,
                  Attributes attrs = {});
+  // The same for ops with several outputs (Split, LstmCell): output k is named "<name>:<k>".
+  std::vector<TensorId> ApplyMulti(const std::string& name, const std::string& type,
+                                   std::vector<TensorId> inputs, Attributes attrs = {});
+
   // Conv2d / Linear with weight "<name>.weight" N(0, stddev^2) and bias "<name>.bias" zeros.
   TensorId Conv2d(const std::string& name, TensorId x, int64_t out_channels, int64_t kernel,
                   double stddev);
-  TensorId Linear(const std::string& name, TensorId x, int64_t out_features, double stddev);
+  TensorId Conv2d(const std::string& name, TensorId x, const ConvSpec& spec);
+  // Over the last dimension of x (any rank >= 2); without bias when `bias` is false.
+  TensorId Linear(const std::string& name, TensorId x, int64_t out_features, double stddev,
+                  bool bias = true);
   TensorId Relu(const std::string& name, TensorId x);
+  // Scale "<name>.scale" ones, shift "<name>.bias" zeros.
+  TensorId BatchNorm(const std::string& name, TensorId x, double epsilon);
+  // Normalised over the last dimension.
+  TensorId LayerNorm(const std::string& name, TensorId x, double epsilon);
+  // A float32 tensor made on the device of its op, e.g. an LSTM's zero initial state.
+  TensorId Constant(const std::string& name, const Shape& shape, const std::vector<float>& values);
+  TensorId Zeros(const std::string& name, const Shape& shape);
+  TensorId Reshape(const std::string& name, TensorId x, const Shape& shape);
+  TensorId Transpose(const std::string& name, TensorId x, const std::vector<int64_t>& perm);
+  TensorId Concat(const std::string& name, std::vector<TensorId> inputs, int64_t axis);
+  std::vector<TensorId> Split(const std::string& name, TensorId x, int64_t axis,
+                              const std::vector<int64_t>& sizes);
+  TensorId Slice(const std::string& name, TensorId x, int64_t axis, int64_t start, int64_t end);
+  TensorId Softmax(const std::string& name, TensorId x, int64_t axis);
+  // max_pool2d / avg_pool2d (count_include_pad, PyTorch's default) with square windows.
+  TensorId MaxPool2d(const std::string& name, TensorId x, int64_t kernel, int64_t stride,
+                     int64_t padding = 0);
+  TensorId AvgPool2d(const std::string& name, TensorId x, int64_t kernel, int64_t stride,
+                     int64_t padding = 0);
+  // One fused LSTM step: returns {h', c'}.
+  std::pair<TensorId, TensorId> LstmCell(const std::string& name, TensorId x, TensorId h,
+                                         TensorId c, TensorId w_ih, TensorId w_hh, TensorId bias);
   // Mean over `normalizer` rows (0: the logits' batch).
   TensorId SoftmaxCrossEntropy(const std::string& name, TensorId logits, TensorId labels,
                                int64_t normalizer = 0);

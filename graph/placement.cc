@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <fnmatch.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
@@ -68,8 +69,153 @@ int DeviceIndex(const std::vector<std::string>& devices, const std::string& name
 
 }  // namespace
 
+namespace {
+
+// What a placement mapping is read against.
+struct PlacementBody {
+  const std::filesystem::path& file;
+  const Graph& graph;
+  const std::vector<std::string>& devices;
+};
+
+std::string Describe(const YAML::Node& node) {
+  if (node.IsScalar()) return fmt::format("'{}'", node.Scalar());
+  if (node.IsMap()) return "a mapping";
+  return node.IsSequence() ? "a list" : "nothing";
+}
+
+// Applies `default`, `placement` (exact names, first) and `rules` (glob patterns in order, first
+// match wins) of one mapping to `placement`. `path` prefixes key names in messages
+// ("variants[1]." inside a variant).
+void ApplyBody(const PlacementBody& body, const YAML::Node& node, const std::string& path,
+               Placement& placement) {
+  const std::filesystem::path& file = body.file;
+  const Graph& graph = body.graph;
+  int fallback = -1;
+  if (const YAML::Node value = node["default"]) {
+    fallback = DeviceIndex(body.devices, value.Scalar(), Where(file, value), path + "default");
+  }
+  const YAML::Node ops = node["placement"];
+  if (ops && !ops.IsMap()) {
+    throw PlacementError(fmt::format("{}: {}placement: expected a mapping of op name to device",
+                                     Where(file, ops), path));
+  }
+  if (ops) {
+    for (const auto& entry : ops) {
+      const std::string name = entry.first.Scalar();
+      std::string key = path + "placement." + name;
+      auto id = graph.FindOp(name);
+      if (!id || graph.op(*id).phase != Phase::kForward) {
+        throw PlacementError(fmt::format("{}: {}: the model has no forward op '{}'",
+                                         Where(file, entry.first), key, name));
+      }
+      placement.device_of_op[static_cast<size_t>(*id)] =
+          DeviceIndex(body.devices, entry.second.Scalar(), Where(file, entry.second), key);
+    }
+  }
+  const YAML::Node rules = node["rules"];
+  if (rules && !rules.IsSequence()) {
+    throw PlacementError(
+        fmt::format("{}: {}rules: expected a list of {{match: PATTERN, device: DEVICE}}",
+                    Where(file, rules), path));
+  }
+  if (rules) {
+    struct Rule {
+      std::string pattern;
+      int device;
+      std::string where, key;
+      int placed = 0;
+    };
+    std::vector<Rule> parsed;
+    for (size_t i = 0; i < rules.size(); ++i) {
+      const YAML::Node rule = rules[i];
+      const std::string key = fmt::format("{}rules[{}]", path, i);
+      if (!rule.IsMap()) {
+        throw PlacementError(
+            fmt::format("{}: {}: expected {{match: PATTERN, device: DEVICE}}, got {}",
+                        Where(file, rule), key, Describe(rule)));
+      }
+      for (const auto& field : rule) {
+        const std::string name = field.first.Scalar();
+        if (name != "match" && name != "device") {
+          throw PlacementError(fmt::format("{}: {}: unknown key '{}'; expected match, device",
+                                           Where(file, field.first), key, name));
+        }
+      }
+      const YAML::Node match = rule["match"];
+      const YAML::Node device = rule["device"];
+      if (!match || !match.IsScalar() || match.Scalar().empty()) {
+        throw PlacementError(
+            fmt::format("{}: {}: needs 'match', an op name pattern", Where(file, rule), key));
+      }
+      if (!device || !device.IsScalar()) {
+        throw PlacementError(fmt::format("{}: {}: needs 'device'", Where(file, rule), key));
+      }
+      parsed.push_back(
+          {match.Scalar(),
+           DeviceIndex(body.devices, device.Scalar(), Where(file, device), key + ".device"),
+           Where(file, rule), key});
+    }
+    for (OpId id : graph.OpsInPhase(Phase::kForward)) {
+      int& device = placement.device_of_op[static_cast<size_t>(id)];
+      if (device != -1) continue;  // named exactly under `placement`
+      for (Rule& rule : parsed) {
+        // No flags: '*' also matches '/', so "enc/l0/*" covers every time step of the layer.
+        if (::fnmatch(rule.pattern.c_str(), graph.op(id).name.c_str(), 0) == 0) {
+          device = rule.device;
+          ++rule.placed;
+          break;
+        }
+      }
+    }
+    // A rule that places nothing is a typo or a rule for another model size: both are errors.
+    for (const Rule& rule : parsed) {
+      if (rule.placed == 0) {
+        throw PlacementError(fmt::format(
+            "{}: {} (match '{}'): places no op: no forward op of the model matches it, or every "
+            "op it matches is placed by an earlier rule or by 'placement'",
+            rule.where, rule.key, rule.pattern));
+      }
+    }
+  }
+  std::vector<std::string> unplaced;
+  for (OpId id : graph.OpsInPhase(Phase::kForward)) {
+    int& device = placement.device_of_op[static_cast<size_t>(id)];
+    if (device == -1) device = fallback;
+    if (device == -1) unplaced.push_back(graph.op(id).name);
+  }
+  if (!unplaced.empty()) {
+    throw PlacementError(
+        fmt::format("{}: {}placement misses {} forward ops (first: {}); list them, add rules "
+                    "or give a 'default' device",
+                    file.string(), path, unplaced.size(),
+                    fmt::join(unplaced.begin(),
+                              unplaced.begin() + std::min<size_t>(5, unplaced.size()), ", ")));
+  }
+}
+
+// Keys a placement mapping (the file, or one variant) may hold: `allowed`, and `silent` ones that
+// placer itself writes (they are not offered in messages).
+void CheckBodyKeys(const std::filesystem::path& file, const YAML::Node& node,
+                   const std::string& path, const std::vector<std::string>& allowed,
+                   const std::vector<std::string>& silent = {}) {
+  for (const auto& entry : node) {
+    const std::string key = entry.first.Scalar();
+    if (std::find(allowed.begin(), allowed.end(), key) != allowed.end() ||
+        std::find(silent.begin(), silent.end(), key) != silent.end()) {
+      continue;
+    }
+    throw PlacementError(fmt::format("{}: {}unknown key '{}'; expected {}",
+                                     Where(file, entry.first), path, key,
+                                     fmt::join(allowed, ", ")));
+  }
+}
+
+}  // namespace
+
 Placement ReadPlacementYaml(const std::filesystem::path& file, const Graph& graph,
-                            const std::vector<std::string>& devices) {
+                            const std::vector<std::string>& devices,
+                            const std::map<std::string, std::string>& facts) {
   std::ifstream in(file, std::ios::binary);
   if (!in) {
     throw PlacementError(fmt::format("{}: cannot read: {}", file.string(), std::strerror(errno)));
@@ -87,60 +233,83 @@ Placement ReadPlacementYaml(const std::filesystem::path& file, const Graph& grap
     throw PlacementError(
         fmt::format("{}: a placement file is a mapping with a 'placement' key", file.string()));
   }
+  CheckBodyKeys(file, root, "", {"devices", "default", "placement", "rules", "variants"},
+                {"model", "step_time_seconds"});
+  if (const YAML::Node value = root["devices"]) {
+    if (!value.IsSequence()) {
+      throw PlacementError(fmt::format("{}: devices: expected a list", Where(file, value)));
+    }
+    for (const auto& device : value) {
+      DeviceIndex(devices, device.Scalar(), Where(file, device), "devices");
+    }
+  }
   Placement placement{devices, std::vector<int>(static_cast<size_t>(graph.num_ops()), -1)};
-  int fallback = -1;
-  for (const auto& entry : root) {
-    const std::string key = entry.first.Scalar();
-    const YAML::Node& value = entry.second;
-    if (key == "devices") {
-      if (!value.IsSequence()) {
-        throw PlacementError(fmt::format("{}: devices: expected a list", Where(file, value)));
-      }
-      for (const auto& device : value) {
-        DeviceIndex(devices, device.Scalar(), Where(file, device), "devices");
-      }
-    } else if (key == "default") {
-      fallback = DeviceIndex(devices, value.Scalar(), Where(file, value), "default");
-    } else if (key != "placement" && key != "model" && key != "step_time_seconds") {
+  const PlacementBody body{file, graph, devices};
+  const YAML::Node variants = root["variants"];
+  if (!variants) {
+    ApplyBody(body, root, "", placement);
+    return placement;
+  }
+
+  // Variants: the first whose `when` holds is the placement. "devices" is the device count; the
+  // other conditions are facts about the model given by the caller (e.g. its layer count).
+  if (root["default"] || root["placement"] || root["rules"]) {
+    throw PlacementError(fmt::format(
+        "{}: a file with 'variants' keeps default, placement and rules inside each variant",
+        file.string()));
+  }
+  if (!variants.IsSequence() || variants.size() == 0) {
+    throw PlacementError(fmt::format(
+        "{}: variants: expected a non-empty list of {{when: {{...}}, default, placement, rules}}",
+        Where(file, variants)));
+  }
+  std::map<std::string, std::string> known = facts;
+  known["devices"] = std::to_string(devices.size());
+  std::vector<std::string> tried;
+  for (size_t i = 0; i < variants.size(); ++i) {
+    const YAML::Node variant = variants[i];
+    const std::string path = fmt::format("variants[{}].", i);
+    if (!variant.IsMap()) {
+      throw PlacementError(fmt::format("{}: {}: expected a mapping with 'when'",
+                                       Where(file, variant), path.substr(0, path.size() - 1)));
+    }
+    CheckBodyKeys(file, variant, path, {"when", "default", "placement", "rules"});
+    const YAML::Node when = variant["when"];
+    if (!when || !when.IsMap() || when.size() == 0) {
       throw PlacementError(
-          fmt::format("{}: unknown key '{}'; expected devices, default, "
-                      "placement",
-                      Where(file, entry.first), key));
+          fmt::format("{}: {}when: expected a mapping of conditions, e.g. {{devices: 4}}",
+                      Where(file, variant), path));
     }
-  }
-  const YAML::Node ops = root["placement"];
-  if (ops && !ops.IsMap()) {
-    throw PlacementError(
-        fmt::format("{}: placement: expected a mapping of op name to device", Where(file, ops)));
-  }
-  if (ops) {
-    for (const auto& entry : ops) {
-      const std::string name = entry.first.Scalar();
-      std::string key = "placement." + name;
-      auto id = graph.FindOp(name);
-      if (!id || graph.op(*id).phase != Phase::kForward) {
-        throw PlacementError(fmt::format("{}: {}: the model has no forward op '{}'",
-                                         Where(file, entry.first), key, name));
+    bool holds = true;
+    std::vector<std::string> conditions;
+    for (const auto& condition : when) {
+      const std::string key = condition.first.Scalar();
+      auto fact = known.find(key);
+      if (fact == known.end()) {
+        std::vector<std::string> names;
+        for (const auto& [name, value] : known) names.push_back(name);
+        throw PlacementError(fmt::format("{}: {}when.{}: unknown condition; this model offers: {}",
+                                         Where(file, condition.first), path, key,
+                                         fmt::join(names, ", ")));
       }
-      placement.device_of_op[static_cast<size_t>(*id)] =
-          DeviceIndex(devices, entry.second.Scalar(), Where(file, entry.second), key);
+      if (!condition.second.IsScalar()) {
+        throw PlacementError(fmt::format("{}: {}when.{}: expected a value",
+                                         Where(file, condition.first), path, key));
+      }
+      conditions.push_back(fmt::format("{}={}", key, condition.second.Scalar()));
+      holds = holds && fact->second == condition.second.Scalar();
     }
+    if (holds) {
+      ApplyBody(body, variant, path, placement);
+      return placement;
+    }
+    tried.push_back(
+        fmt::format("line {} ({})", variant.Mark().line + 1, fmt::join(conditions, ", ")));
   }
-  std::vector<std::string> unplaced;
-  for (OpId id : graph.OpsInPhase(Phase::kForward)) {
-    int& device = placement.device_of_op[static_cast<size_t>(id)];
-    if (device == -1) device = fallback;
-    if (device == -1) unplaced.push_back(graph.op(id).name);
-  }
-  if (!unplaced.empty()) {
-    throw PlacementError(
-        fmt::format("{}: placement misses {} forward ops (first: {}); list them "
-                    "or give a 'default' device",
-                    file.string(), unplaced.size(),
-                    fmt::join(unplaced.begin(),
-                              unplaced.begin() + std::min<size_t>(5, unplaced.size()), ", ")));
-  }
-  return placement;
+  std::vector<std::string> have;
+  for (const auto& [name, value] : known) have.push_back(fmt::format("{}={}", name, value));
+  throw PlacementError(fmt::format("{}: no variant is for {}; the variants are for: {}",
+                                   file.string(), fmt::join(have, ", "), fmt::join(tried, "; ")));
 }
 
 std::string PlacementToYaml(const Graph& graph, const Placement& placement) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -28,15 +29,31 @@ std::vector<int> ExpandPlacement(const Graph& graph, const Placement& placement)
 //   devices: [cpu:0, cpu:1]     # optional; defaults to the devices given to the reader
 //   default: cpu:0              # optional; for ops not listed
 //   placement: {conv1: cpu:0, conv2: cpu:1, ...}   # forward op name -> device
-// A device may also be given by its position in the device list (0, 1, ...).
-// Reading checks every op name and device and names the file, key and line on error
+//   rules:                      # optional; op name glob patterns, in order
+//     - {match: "enc/l0/*", device: 0}
+// A device may also be given by its position in the device list (0, 1, ...). A forward op goes to
+// the device `placement` names for it, else to the first rule whose pattern matches its name
+// (fnmatch(3) without flags: '*' also matches '/'), else to `default`. A rule that places no op
+// is an error (a typo, or a rule written for another model size).
+//
+// A file may instead hold variants, the first whose conditions hold being the placement:
+//   variants:
+//     - when: {devices: 4, layers: 8}
+//       default: 0
+//       rules: [...]
+// `devices` is the number of devices; other conditions are `facts` the caller knows about the
+// model (cli: the size keys of the model section, e.g. layers), compared as text. A condition the
+// caller does not know is an error, and so is a file where no variant holds.
+//
+// Reading checks every op name, rule and device and names the file, key and line on error
 // (PlacementError). Writing is atomic (temporary file, then rename).
 class PlacementError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
 Placement ReadPlacementYaml(const std::filesystem::path& file, const Graph& graph,
-                            const std::vector<std::string>& devices);
+                            const std::vector<std::string>& devices,
+                            const std::map<std::string, std::string>& facts = {});
 std::string PlacementToYaml(const Graph& graph, const Placement& placement);
 void WritePlacementYaml(const std::filesystem::path& file, const Graph& graph,
                         const Placement& placement);
