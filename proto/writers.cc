@@ -1,9 +1,13 @@
 #include "proto/writers.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/stubs/logging.h>
 #include <google/protobuf/text_format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/crc.hpp>
 #include <cerrno>
 #include <chrono>
@@ -38,6 +42,25 @@ void WritePlacementProto(const std::filesystem::path& binary, const std::filesys
   graph::WriteFileAtomically(text, readable);
 }
 
+namespace {
+
+struct FirstTextFormatError : google::protobuf::io::ErrorCollector {
+  int line = 0;
+  int column = 0;
+  std::string message = "does not parse";
+  bool seen = false;
+  void AddError(int error_line, google::protobuf::io::ColumnNumber error_column,
+                const std::string& error_message) override {
+    if (seen) return;
+    seen = true;
+    line = error_line;
+    column = error_column;
+    message = error_message;
+  }
+};
+
+}  // namespace
+
 graph::Placement ReadPlacementProto(const std::filesystem::path& file, const graph::Graph& graph,
                                     const std::vector<std::string>& devices) {
   std::ifstream in(file, std::ios::binary);
@@ -49,10 +72,19 @@ graph::Placement ReadPlacementProto(const std::filesystem::path& file, const gra
   contents << in.rdbuf();
   placer::proto::Placement message;
   const std::string ext = file.extension().string();
-  bool parsed = ext == ".pbtxt" || ext == ".txtpb"
-                    ? google::protobuf::TextFormat::ParseFromString(contents.str(), &message)
-                    : message.ParseFromString(contents.str());
-  if (!parsed) {
+  // Parse errors become our message (file:line:column for the text format) instead of lines that
+  // libprotobuf would log on stderr.
+  google::protobuf::LogSilencer silence_protobuf_log;
+  if (ext == ".pbtxt" || ext == ".txtpb") {
+    FirstTextFormatError error;
+    google::protobuf::TextFormat::Parser parser;
+    parser.RecordErrorsTo(&error);
+    if (!parser.ParseFromString(contents.str(), &message)) {
+      throw graph::PlacementError(
+          fmt::format("{}:{}:{}: not a placement in protobuf text format: {}", file.string(),
+                      error.line + 1, error.column + 1, error.message));
+    }
+  } else if (!message.ParseFromString(contents.str())) {
     throw graph::PlacementError(
         fmt::format("{}: not a placement protobuf (truncated or corrupt)", file.string()));
   }
@@ -70,11 +102,17 @@ graph::Placement ReadPlacementProto(const std::filesystem::path& file, const gra
     }
     placement.device_of_op[static_cast<size_t>(*id)] = static_cast<int>(it - devices.begin());
   }
+  std::vector<std::string> unplaced;
   for (graph::OpId id : graph.OpsInPhase(graph::Phase::kForward)) {
-    if (placement.device_of_op[static_cast<size_t>(id)] < 0) {
-      throw graph::PlacementError(
-          fmt::format("{}: op '{}' is not placed", file.string(), graph.op(id).name));
-    }
+    if (placement.device_of_op[static_cast<size_t>(id)] < 0) unplaced.push_back(graph.op(id).name);
+  }
+  if (!unplaced.empty()) {
+    const size_t shown = std::min<size_t>(unplaced.size(), 5);
+    throw graph::PlacementError(fmt::format(
+        "{}: the placement misses {} forward op{}: {}{}", file.string(), unplaced.size(),
+        unplaced.size() == 1 ? "" : "s",
+        fmt::join(unplaced.begin(), unplaced.begin() + static_cast<std::ptrdiff_t>(shown), ", "),
+        unplaced.size() > shown ? ", ..." : ""));
   }
   return placement;
 }
