@@ -14,6 +14,7 @@
 #include "cli/search_command.h"
 #include "config/config.h"
 #include "graph/placement.h"
+#include "proto/writers.h"
 #include "runtime/device.h"
 #include "runtime/measured_evaluator.h"
 #include "runtime/profiler.h"
@@ -27,9 +28,11 @@ namespace {
 int Inspect(const Commands& c) {
   config::Config config = config::LoadConfig(c.config_path);
   graph::Graph graph = BuildModel(config);
-  std::cout << fmt::format("model: {} (batch {}, SGD lr {})\n\n", config.model.builtin,
+  std::cout << fmt::format("model: {} (batch {}, SGD lr {})\n\n", config.model.name(),
                            config.model.batch_size, config.model.learning_rate);
   PrintInspection(graph, std::cout);
+  PrintGroups(graph, graph::MakeGrouping(graph, GroupingOptionsFor(config)), GroupingName(config),
+              std::cout);
   return kExitOk;
 }
 
@@ -39,21 +42,28 @@ int Validate(const Commands& c) {
   runtime::DeviceSet devices = runtime::ResolveDevices(config);
   if (!config.simulation.profile.empty()) CostModelFor(config);
   std::cout << fmt::format("{}: valid ({} model, {} ops, {} parameters; devices {})\n",
-                           c.config_path, config.model.builtin, graph.num_ops(),
+                           c.config_path, config.model.name(), graph.num_ops(),
                            graph.ParameterCount(), fmt::join(runtime::DeviceNames(devices), ", "));
   return kExitOk;
 }
 
-// The placement named on the command line: a YAML file, or every op on one device (by default the
-// first configured device).
+// The placement named on the command line: a YAML file (its variants chosen by the device count
+// and `facts`, see ExpertFacts), or every op on one device (by default the first configured
+// device).
 graph::Placement ChoosePlacement(const Commands& c, const graph::Graph& graph,
-                                 const runtime::DeviceSet& devices, std::string& description) {
+                                 const runtime::DeviceSet& devices, std::string& description,
+                                 const std::map<std::string, std::string>& facts) {
   std::vector<std::string> names = runtime::DeviceNames(devices);
   if (!c.placement_path.empty()) {
     if (!c.device.empty()) throw InputError("give either --placement or --device, not both");
     description = c.placement_path;
     try {
-      return graph::ReadPlacementYaml(c.placement_path, graph, names);
+      // Protobuf placements (what `placer search` writes next to the YAML) by extension.
+      const std::string ext = std::filesystem::path(c.placement_path).extension().string();
+      if (ext == ".pb" || ext == ".pbtxt" || ext == ".txtpb") {
+        return proto::ReadPlacementProto(c.placement_path, graph, names);
+      }
+      return graph::ReadPlacementYaml(c.placement_path, graph, names, facts);
     } catch (const graph::PlacementError& error) {
       throw InputError(error.what());
     }
@@ -102,30 +112,62 @@ int Evaluate(const Commands& c) {
     placement = dp->placement;
     description = fmt::format("data parallel, shards of {}", fmt::join(dp->shard_sizes, "/"));
   } else {
-    placement = ChoosePlacement(c, model, devices, description);
+    placement = ChoosePlacement(c, model, devices, description, ExpertFacts(config));
   }
   const graph::Graph& graph = dp ? dp->graph : model;
-  runtime::MeasurementOptions options = MeasurementOptionsFor(config);
-  options.record_trace = !c.trace_path.empty();
-  runtime::MeasuredEvaluator evaluator(graph, devices, options);
   std::cout << fmt::format("model: {} (batch {}), placement: {}, devices: {}\n",
-                           config.model.builtin, config.model.batch_size, description,
+                           config.model.name(), config.model.batch_size, description,
                            fmt::join(runtime::DeviceNames(devices), ", "));
-  runtime::EvaluationResult result = evaluator.Evaluate(placement);
+  // GPUs the machine lacks exist only in the simulator (a simulated config may name them).
+  const int gpus_present = runtime::NumCudaDevicesPresent();
+  const bool measurable = std::all_of(devices.begin(), devices.end(), [&](const auto& d) {
+    return d.type != runtime::DeviceType::kCuda || d.index < gpus_present;
+  });
+  if (!measurable && !c.simulate) {
+    throw InputError(fmt::format(
+        "{}: the devices include GPUs this machine lacks ({} present); add --simulate to predict "
+        "the step time instead of measuring it",
+        c.config_path, gpus_present));
+  }
+  // The simulated trace goes next to the measured one: "<trace>.simulated.json" (or to the trace
+  // path itself when nothing is measured), so that both open side by side in Perfetto.
+  std::filesystem::path simulated_trace;
+  if (!c.trace_path.empty() && c.simulate) {
+    simulated_trace = measurable
+                          ? std::filesystem::path(c.trace_path).replace_extension(".simulated.json")
+                          : std::filesystem::path(c.trace_path);
+  }
+  std::optional<runtime::EvaluationResult> predicted;
   if (c.simulate) {
     std::unique_ptr<sim::CostModel> costs = CostModelFor(config);
-    sim::SimulatedEvaluator simulator(graph, devices, *costs);
-    runtime::EvaluationResult predicted = simulator.Evaluate(placement);
+    sim::SimulatedEvaluator simulator(graph, devices, *costs,
+                                      {.record_trace = !simulated_trace.empty()});
+    predicted = simulator.Evaluate(placement);
     std::cout << fmt::format(
         "simulated ({}): {}; lower bound {:.3f} ms\n",
         config.simulation.profile.empty() ? "roofline model" : config.simulation.profile.string(),
-        predicted.valid ? fmt::format("{:.3f} ms", predicted.step_seconds * 1e3)
-                        : "invalid: " + predicted.invalid_reason,
+        predicted->valid ? fmt::format("{:.3f} ms", predicted->step_seconds * 1e3)
+                         : "invalid: " + predicted->invalid_reason,
         simulator.lower_bound().seconds * 1e3);
-    if (result.valid && predicted.valid) {
-      std::cout << fmt::format("simulated / measured: {:.3f}\n",
-                               predicted.step_seconds / result.step_seconds);
+    if (predicted->valid && !simulated_trace.empty()) {
+      runtime::WriteChromeTrace(simulated_trace, predicted->trace,
+                                "placer evaluate --simulate: " + description);
+      std::cout << "simulated trace: " << simulated_trace.string() << '\n';
     }
+  }
+  if (!measurable) {
+    if (!predicted->valid) return kExitFailure;
+    std::cout << '\n';
+    PrintEvaluation(*predicted, std::cout);
+    return kExitOk;
+  }
+  runtime::MeasurementOptions options = MeasurementOptionsFor(config);
+  options.record_trace = !c.trace_path.empty();
+  runtime::MeasuredEvaluator evaluator(graph, devices, options);
+  runtime::EvaluationResult result = evaluator.Evaluate(placement);
+  if (predicted && predicted->valid && result.valid) {
+    std::cout << fmt::format("simulated / measured: {:.3f}\n",
+                             predicted->step_seconds / result.step_seconds);
   }
   if (!result.valid) {
     std::cout << "invalid placement: " << result.invalid_reason << '\n';
@@ -146,14 +188,14 @@ int Profile(const Commands& c) {
   runtime::DeviceSet devices = runtime::ResolveDevices(config);
   std::filesystem::path output = c.output_path.empty() ? config.output.directory / "profile.json"
                                                        : std::filesystem::path(c.output_path);
-  std::cout << fmt::format("profiling {} ops of {} on {}\n", graph.num_ops(), config.model.builtin,
+  std::cout << fmt::format("profiling {} ops of {} on {}\n", graph.num_ops(), config.model.name(),
                            fmt::join(runtime::DeviceNames(devices), ", "));
   sim::ProfiledCostModel profile =
       runtime::ProfileDevices(graph, devices,
                               {.warmup_steps = config.measurement.warmup_steps,
                                .timed_steps = std::max(5, config.measurement.timed_steps),
                                .seed = config.model.init_seed,
-                               .model_name = config.model.builtin});
+                               .model_name = config.model.name()});
   profile.Save(output);
   std::cout << fmt::format(
       "{} op timings and {} devices' links written to {}\n"
@@ -168,6 +210,24 @@ int Train(const Commands& c) {
   graph::Graph eval_graph = ForwardBuilderFor(config)(config.model.batch_size, 0);
   runtime::DeviceSet devices = runtime::ResolveDevices(config);
   if (c.epochs < 1) throw InputError("--epochs must be at least 1");
+  // The zoo models read tokens or 299x299 colour images, not Fashion-MNIST.
+  if (const std::string& m = config.model.builtin;
+      m == "inception_v3" || m == "rnnlm" || m == "nmt" || m == "transformer") {
+    throw InputError(fmt::format(
+        "placer train trains on Fashion-MNIST, which model.builtin '{}' cannot read; time its "
+        "training step with placer evaluate",
+        m));
+  }
+  if (!config.model.onnx.empty()) {
+    const std::optional<graph::TensorId> images = single.FindTensor("images");
+    if (!images ||
+        single.tensor(*images).shape != graph::Shape{config.model.batch_size, 1, 28, 28}) {
+      throw InputError(fmt::format(
+          "placer train feeds Fashion-MNIST images [batch, 1, 28, 28] to an input named 'images', "
+          "which model.onnx {} does not have; time its training step with placer evaluate",
+          config.model.onnx.string()));
+    }
+  }
   std::string description;
   std::optional<graph::DataParallelGraph> dp;
   runtime::TrainingSetup setup;
@@ -178,9 +238,10 @@ int Train(const Commands& c) {
   } else if (config.model.replicas > 1) {
     dp = BuildReplicated(config, config.model.replicas);
     setup = runtime::DataParallelSetup(*dp);
-    setup.placement = ChoosePlacement(c, dp->graph, devices, description);
+    setup.placement = ChoosePlacement(c, dp->graph, devices, description, ExpertFacts(config));
   } else {
-    setup = runtime::SingleModelSetup(single, ChoosePlacement(c, single, devices, description));
+    setup = runtime::SingleModelSetup(
+        single, ChoosePlacement(c, single, devices, description, ExpertFacts(config)));
   }
   runtime::ImageDataset train = runtime::LoadFashionMnist("train");
   runtime::ImageDataset test = runtime::LoadFashionMnist("test");
@@ -191,7 +252,7 @@ int Train(const Commands& c) {
   std::cout << fmt::format(
       "training {} on Fashion-MNIST ({} train, {} test images), batch {}, "
       "lr {}, {}, devices: {}\n",
-      config.model.builtin, train.count, test.count, config.model.batch_size,
+      config.model.name(), train.count, test.count, config.model.batch_size,
       config.model.learning_rate, description, fmt::join(runtime::DeviceNames(devices), ", "));
   std::cout << fmt::format("{:>5} {:>6} {:>10} {:>9} {:>11}\n", "epoch", "steps", "train loss",
                            "test acc", "s / epoch");
@@ -223,7 +284,9 @@ void RegisterCommands(CLI::App& app, Commands& c) {
   AddConfigCommand(app, c, "validate", "check a config and the model it describes", Validate);
   CLI::App* evaluate = AddConfigCommand(
       app, c, "evaluate", "run and time the real training step under one placement", Evaluate);
-  evaluate->add_option("-p,--placement", c.placement_path, "placement YAML (op name -> device)");
+  evaluate->add_option(
+      "-p,--placement", c.placement_path,
+      "placement: YAML (op name -> device), or protobuf (.pb, .pbtxt) as search writes");
   evaluate->add_option("-d,--device", c.device, "put every op on this device instead");
   evaluate->add_option("-t,--trace", c.trace_path, "write a Chrome trace of the last timed step");
   evaluate->add_flag("--simulate", c.simulate,
@@ -244,7 +307,9 @@ void RegisterCommands(CLI::App& app, Commands& c) {
                    RunCompareCommand);
   CLI::App* train = AddConfigCommand(
       app, c, "train", "train on Fashion-MNIST under a placement, report test accuracy", Train);
-  train->add_option("-p,--placement", c.placement_path, "placement YAML (op name -> device)");
+  train->add_option(
+      "-p,--placement", c.placement_path,
+      "placement: YAML (op name -> device), or protobuf (.pb, .pbtxt) as search writes");
   train->add_option("-d,--device", c.device, "put every op on this device instead");
   train->add_flag("--data-parallel", c.data_parallel, "data parallel over every device");
   train->add_option("-e,--epochs", c.epochs, "epochs")->capture_default_str();

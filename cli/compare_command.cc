@@ -47,17 +47,18 @@ int RunCompareCommand(const Commands& c) {
   std::unique_ptr<runtime::Evaluator> evaluator = MakeEvaluator(config, model, devices, *costs);
   std::unique_ptr<runtime::Evaluator> single_evaluator =
       MakeEvaluator(config, single, devices, *costs);
-  graph::Grouping grouping = graph::OpPerGroup(model);
+  graph::Grouping grouping = graph::MakeGrouping(model, GroupingOptionsFor(config));
   search::ComparisonReport report;
   report.model =
-      config.model.builtin +
+      config.model.name() +
       (config.model.replicas > 1 ? fmt::format(" x {} replicas", config.model.replicas) : "");
   report.devices = names;
   report.evaluator = evaluator->name();
   report.lower_bound_seconds =
       sim::SimulatedEvaluator(model, devices, *costs).lower_bound().seconds;
-  std::cout << fmt::format("placer compare: {} on {}, {} evaluator\n", report.model,
-                           fmt::join(names, ", "), report.evaluator);
+  std::cout << fmt::format("placer compare: {} ({} groups: {}) on {}, {} evaluator\n", report.model,
+                           grouping.num_groups(), GroupingName(config), fmt::join(names, ", "),
+                           report.evaluator);
 
   // Every placement is produced first, then all are evaluated side by side.
   struct Pending {
@@ -82,13 +83,13 @@ int RunCompareCommand(const Commands& c) {
     pending.push_back({fmt::format("data parallel ({})", fmt::join(dp->shard_sizes, "/")), 0,
                        side_by_side.Add(*dp_evaluator, dp->placement), ""});
   }
-  std::filesystem::path expert =
-      config.source.parent_path() / "experts" / (config.model.builtin + ".yaml");
-  if (std::filesystem::exists(expert)) {
+  const std::filesystem::path expert = ExpertFile(config);
+  if (!expert.empty()) {
     try {
       pending.push_back(
           {"expert (" + expert.filename().string() + ")", 0,
-           side_by_side.Add(*single_evaluator, graph::ReadPlacementYaml(expert, single, names)),
+           side_by_side.Add(*single_evaluator,
+                            graph::ReadPlacementYaml(expert, single, names, ExpertFacts(config))),
            ""});
     } catch (const graph::PlacementError& error) {
       pending.push_back({"expert", 0, std::nullopt, error.what()});

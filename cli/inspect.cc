@@ -69,4 +69,29 @@ void PrintInspection(const graph::Graph& g, std::ostream& out) {
                      HumanCount(phase_flops[2]));
 }
 
+void PrintGroups(const graph::Graph& g, const graph::Grouping& grouping, const std::string& name,
+                 std::ostream& out) {
+  std::vector<double> flops(static_cast<size_t>(grouping.num_groups()), 0);
+  double total = 0;
+  for (graph::OpId id = 0; id < g.num_ops(); ++id) {
+    const graph::Op& op = g.op(id);
+    const graph::OpId anchor = op.phase == graph::Phase::kForward ? id : op.forward_op;
+    const int group =
+        anchor == graph::kNoOp ? -1 : grouping.group_of_op[static_cast<size_t>(anchor)];
+    const double f = graph::OpFlops(g, op);
+    if (group >= 0) flops[static_cast<size_t>(group)] += f;
+    total += f;
+  }
+  out << '\n' << fmt::format("groups: {} ({})\n", grouping.num_groups(), name);
+  std::string header = fmt::format("{:>5}  {:>6}  {:<30} {:<30} {:>7}\n", "group", "ops",
+                                   "first op", "last op", "FLOPs");
+  out << header << std::string(header.size() - 1, '-') << '\n';
+  for (int k = 0; k < grouping.num_groups(); ++k) {
+    const auto& members = grouping.members[static_cast<size_t>(k)];
+    out << fmt::format("{:>5}  {:>6}  {:<30} {:<30} {:>6.2f}%\n", k, members.size(),
+                       g.op(members.front()).name, g.op(members.back()).name,
+                       total > 0 ? 100 * flops[static_cast<size_t>(k)] / total : 0.0);
+  }
+}
+
 }  // namespace placer::cli

@@ -4,14 +4,84 @@
 
 #include "cli/commands.h"
 #include "graph/models.h"
+#include "graph/onnx_loader.h"
+#include "graph/zoo.h"
 
 namespace placer::cli {
 
 namespace {
 
+graph::LstmCellKind CellKind(const std::string& name) {
+  return name == "fused" ? graph::LstmCellKind::kFused : graph::LstmCellKind::kGates;
+}
+
+// The model zoo (graph/zoo.h); false when model.builtin is not one of its models.
+bool BuildZooModel(const config::Config& config, int64_t batch, int64_t normalizer,
+                   bool training_step, graph::Graph& out) {
+  const config::ModelConfig& m = config.model;
+  if (m.builtin == "inception_v3") {
+    out = graph::BuildInceptionV3({.batch_size = batch,
+                                   .image_size = m.inception_v3.image_size,
+                                   .classes = m.inception_v3.classes,
+                                   .width_multiplier = m.inception_v3.width_multiplier,
+                                   .learning_rate = m.learning_rate,
+                                   .loss_normalizer = normalizer,
+                                   .training_step = training_step});
+  } else if (m.builtin == "rnnlm") {
+    out = graph::BuildRnnLm({.batch_size = batch,
+                             .time_steps = m.rnnlm.time_steps,
+                             .layers = m.rnnlm.layers,
+                             .hidden = m.rnnlm.hidden,
+                             .embedding = m.rnnlm.embedding,
+                             .vocab = m.rnnlm.vocab,
+                             .cell = CellKind(m.rnnlm.cell),
+                             .learning_rate = m.learning_rate,
+                             .loss_normalizer = normalizer,
+                             .training_step = training_step});
+  } else if (m.builtin == "nmt") {
+    out = graph::BuildNmt({.batch_size = batch,
+                           .layers = m.nmt.layers,
+                           .source_steps = m.nmt.source_steps,
+                           .target_steps = m.nmt.target_steps,
+                           .hidden = m.nmt.hidden,
+                           .embedding = m.nmt.embedding,
+                           .source_vocab = m.nmt.source_vocab,
+                           .target_vocab = m.nmt.target_vocab,
+                           .cell = CellKind(m.nmt.cell),
+                           .learning_rate = m.learning_rate,
+                           .loss_normalizer = normalizer,
+                           .training_step = training_step});
+  } else if (m.builtin == "transformer") {
+    const config::ModelConfig::Transformer& t = m.transformer;
+    out = graph::BuildTransformerEncoder({.batch_size = batch,
+                                          .seq_length = t.seq_length,
+                                          .layers = t.layers,
+                                          .hidden = t.hidden,
+                                          .heads = t.heads,
+                                          .ffn = t.ffn,
+                                          .vocab = t.vocab,
+                                          .max_positions = t.max_positions,
+                                          .classes = t.classes,
+                                          .learning_rate = m.learning_rate,
+                                          .loss_normalizer = normalizer,
+                                          .training_step = training_step});
+  } else {
+    return false;
+  }
+  return true;
+}
+
 graph::Graph Build(const config::Config& config, int64_t batch, int64_t normalizer,
                    bool training_step) {
   const config::ModelConfig& m = config.model;
+  if (!m.onnx.empty()) {
+    // Read again for every replica: shards differ in batch size, which the file's shape
+    // subgraphs are evaluated with.
+    return graph::LoadOnnx(m.onnx, {.batch_size = batch,
+                                    .training_step = training_step,
+                                    .learning_rate = m.learning_rate,
+                                    .loss_normalizer = normalizer});
+  }
   if (m.builtin == "lenet") {
     graph::LeNetOptions options;
     options.batch_size = batch;
@@ -25,11 +95,27 @@ graph::Graph Build(const config::Config& config, int64_t batch, int64_t normaliz
     options.training_step = training_step;
     return graph::BuildLeNet(options);
   }
+  if (graph::Graph zoo; BuildZooModel(config, batch, normalizer, training_step, zoo)) return zoo;
   throw config::ConfigError(config.source.string(), 0, 0, "model.builtin",
                             "unknown built-in model '" + m.builtin + "'");
 }
 
 }  // namespace
+
+std::map<std::string, std::string> ExpertFacts(const config::Config& config) {
+  const config::ModelConfig& m = config.model;
+  if (m.builtin == "rnnlm") return {{"layers", std::to_string(m.rnnlm.layers)}};
+  if (m.builtin == "nmt") return {{"layers", std::to_string(m.nmt.layers)}};
+  if (m.builtin == "transformer") return {{"layers", std::to_string(m.transformer.layers)}};
+  return {};
+}
+
+std::filesystem::path ExpertFile(const config::Config& config) {
+  if (!config.model.onnx.empty()) return {};
+  std::filesystem::path file =
+      config.source.parent_path() / "experts" / (config.model.builtin + ".yaml");
+  return std::filesystem::exists(file) ? file : std::filesystem::path();
+}
 
 graph::Graph BuildSingleModel(const config::Config& config) {
   return Build(config, config.model.batch_size, 0, true);

@@ -1,7 +1,10 @@
 // Turns the model section of a config into the training-step graph.
 #pragma once
 
+#include <filesystem>
+#include <map>
 #include <memory>
+#include <string>
 
 #include "config/config.h"
 #include "graph/data_parallel.h"
@@ -24,6 +27,13 @@ graph::Graph BuildSingleModel(const config::Config& config);
 graph::DataParallelGraph BuildDataParallelOver(const config::Config& config,
                                                const std::vector<std::string>& replicas);
 graph::DataParallelGraph BuildReplicated(const config::Config& config, int replicas);
+
+// What an expert placement file (configs/experts/<builtin>.yaml) may condition its variants on,
+// besides the device count: the layer count of the recurrent and transformer models.
+std::map<std::string, std::string> ExpertFacts(const config::Config& config);
+// The hand-crafted placement shipped for the configured built-in model:
+// <config's folder>/experts/<model>.yaml. Empty when there is none.
+std::filesystem::path ExpertFile(const config::Config& config);
 
 // How the measured evaluator runs, from the measurement section.
 runtime::MeasurementOptions MeasurementOptionsFor(const config::Config& config);

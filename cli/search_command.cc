@@ -14,6 +14,7 @@
 #include "cli/side_by_side.h"
 #include "graph/data_parallel.h"
 #include "graph/grouping.h"
+#include "graph/placement.h"
 #include "placer/search.h"
 #include "runtime/device.h"
 #include "runtime/measured_evaluator.h"
@@ -73,6 +74,20 @@ std::string SummaryTable(const std::vector<Row>& rows, double reference_seconds)
 
 }  // namespace
 
+graph::GroupingOptions GroupingOptionsFor(const config::Config& config) {
+  std::optional<graph::GroupingMethod> method = graph::ParseGroupingMethod(config.search.grouping);
+  if (!method) {  // the config loader accepts only known names
+    throw InputError(fmt::format("unknown search.grouping '{}'", config.search.grouping));
+  }
+  return {*method, config.search.max_groups};
+}
+
+std::string GroupingName(const config::Config& config) {
+  return config.search.grouping == "coarsen"
+             ? fmt::format("coarsen, max_groups {}", config.search.max_groups)
+             : config.search.grouping;
+}
+
 search::SearchOptions SearchOptionsFor(const config::Config& config, const graph::Graph& graph,
                                        const graph::Grouping& grouping,
                                        const std::vector<std::string>& names) {
@@ -93,14 +108,17 @@ search::SearchOptions SearchOptionsFor(const config::Config& config, const graph
   options.reinforce.baseline_decay = s.baseline_decay;
   options.reinforce.samples_per_step = s.samples_per_step;
   options.run_dir = config.output.directory;
-  options.model_name = config.model.builtin;
-  // Start from the best of the obvious placements: every op on one device, and (with replicas)
-  // replica r on device r mod D, which is data parallelism.
+  options.model_name = config.model.name();
+  options.grouping_name = GroupingName(config);
+  // Start from the best of the obvious placements: every op on one device, (with replicas)
+  // replica r on device r mod D, which is data parallelism, and the expert's placement.
   for (size_t d = 0; d < names.size(); ++d) {
     options.warm_start.push_back(
         std::vector<int>(static_cast<size_t>(grouping.num_groups()), static_cast<int>(d)));
   }
   if (config.model.replicas > 1) {
+    // Groups hold one replica's ops as long as there are at least as many groups as replicas
+    // (replicas share no forward op, and coarsening merges only connected groups then).
     std::vector<int> by_replica;
     for (const auto& members : grouping.members) {
       const std::string& name = graph.op(members.front()).name;  // "r<replica>/<op>"
@@ -108,6 +126,16 @@ search::SearchOptions SearchOptionsFor(const config::Config& config, const graph
                            static_cast<int>(names.size()));
     }
     options.warm_start.push_back(std::move(by_replica));
+  }
+  // And from the expert's hand-crafted placement, group by group, when one is shipped for this
+  // model (it names the ops of one replica). A file that does not fit is `compare`'s to report.
+  if (const std::filesystem::path expert = ExpertFile(config);
+      !expert.empty() && config.model.replicas == 1) {
+    try {
+      options.warm_start.push_back(graph::GroupDevices(
+          graph, grouping, graph::ReadPlacementYaml(expert, graph, names, ExpertFacts(config))));
+    } catch (const graph::PlacementError&) {
+    }
   }
   return options;
 }
@@ -117,7 +145,7 @@ int RunSearchCommand(const Commands& c) {
   graph::Graph graph = BuildModel(config);
   runtime::DeviceSet devices = runtime::ResolveDevices(config);
   const std::vector<std::string> names = runtime::DeviceNames(devices);
-  graph::Grouping grouping = graph::OpPerGroup(graph);
+  graph::Grouping grouping = graph::MakeGrouping(graph, GroupingOptionsFor(config));
   std::unique_ptr<sim::CostModel> costs = CostModelFor(config);
   std::unique_ptr<runtime::Evaluator> evaluator = MakeEvaluator(config, graph, devices, *costs);
 
@@ -128,13 +156,13 @@ int RunSearchCommand(const Commands& c) {
   const config::SearchConfig& s = config.search;
 
   std::cout << fmt::format(
-      "placer search: {}{} ({} groups), devices {}, {} evaluator; budget {} policy steps x {} "
+      "placer search: {}{} ({} groups: {}), devices {}, {} evaluator; budget {} policy steps x {} "
       "samples, {} evaluations, {:.0f} s; outputs in {}{}\n",
-      config.model.builtin,
+      config.model.name(),
       config.model.replicas > 1 ? fmt::format(" x {} replicas", config.model.replicas) : "",
-      grouping.num_groups(), fmt::join(names, ", "), evaluator->name(), s.policy_steps,
-      s.samples_per_step, s.max_evaluations, s.max_wall_seconds, config.output.directory.string(),
-      c.resume ? " (resuming)" : "");
+      grouping.num_groups(), GroupingName(config), fmt::join(names, ", "), evaluator->name(),
+      s.policy_steps, s.samples_per_step, s.max_evaluations, s.max_wall_seconds,
+      config.output.directory.string(), c.resume ? " (resuming)" : "");
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   search::SearchOutcome outcome;
@@ -197,7 +225,7 @@ int RunSearchCommand(const Commands& c) {
       search::WriteBestPlacement(
           config.output.directory, graph,
           graph::ToPlacement(graph, grouping, outcome.top_candidates[*winner], names),
-          config.model.builtin, results[*winner].step_seconds, evaluator->name());
+          config.model.name(), results[*winner].step_seconds, evaluator->name());
     }
   }
   double best_single = std::numeric_limits<double>::infinity();
@@ -215,7 +243,7 @@ int RunSearchCommand(const Commands& c) {
       "same evaluator, side by side (the median of 3 rounds when measured).\n\n{}\nBest placement: "
       "best_placement.yaml (also .pb, .pbtxt). Log: "
       "search.csv. Curves: TensorBoard (events.out.tfevents.*).\n",
-      config.model.builtin, fmt::join(names, ", "), evaluator->name(), outcome.steps,
+      config.model.name(), fmt::join(names, ", "), evaluator->name(), outcome.steps,
       outcome.evaluations, outcome.wall_seconds, table);
   graph::WriteFileAtomically(config.output.directory / "summary.md", summary);
   std::cout << "\nwritten: " << (config.output.directory / "summary.md").string() << ", "

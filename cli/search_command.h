@@ -23,6 +23,11 @@ std::unique_ptr<runtime::Evaluator> MakeEvaluator(const config::Config& config,
                                                   const runtime::DeviceSet& devices,
                                                   const sim::CostModel& costs);
 
+// The groups the policy places, as search.grouping and search.max_groups say, and their name in
+// messages and checkpoints ("coarsen, max_groups 256").
+graph::GroupingOptions GroupingOptionsFor(const config::Config& config);
+std::string GroupingName(const config::Config& config);
+
 // Search settings from the config, with warm starts (every device alone, and data parallelism
 // when the model is replicated); the caller sets resume, progress and the stop flag.
 search::SearchOptions SearchOptionsFor(const config::Config& config, const graph::Graph& graph,

@@ -21,7 +21,8 @@
 namespace placer::config {
 namespace {
 
-constexpr std::array<std::string_view, 1> kBuiltinModels = {"lenet"};
+constexpr std::array<std::string_view, 5> kBuiltinModels = {"lenet", "inception_v3", "rnnlm", "nmt",
+                                                            "transformer"};
 
 std::string FormatError(const std::string& file, int line, int column, const std::string& key_path,
                         const std::string& message) {
@@ -180,17 +181,113 @@ void ReadPositive(const Mapping& mapping, std::string_view key, double* out) {
   }
 }
 
-ModelConfig ReadModel(const Value& value) {
-  Mapping mapping(value,
-                  {"builtin", "batch_size", "learning_rate", "init_seed", "replicas", "lenet"});
-  ModelConfig model;
-  const Value& builtin = mapping.Require("builtin");
-  model.builtin = ToString(builtin);
-  if (std::find(kBuiltinModels.begin(), kBuiltinModels.end(), model.builtin) ==
-      kBuiltinModels.end()) {
-    builtin.Fail(fmt::format("unknown model {}; known models: {}", Quote(model.builtin),
-                             fmt::join(kBuiltinModels, ", ")));
+// The papers' minibatch for each built-in model.
+int64_t DefaultBatchSize(const std::string& builtin) {
+  if (builtin == "inception_v3" || builtin == "transformer") return 32;
+  if (builtin == "rnnlm") return 64;
+  if (builtin == "nmt") return 128;
+  return 256;
+}
+
+std::string ReadCell(const Mapping& mapping, const std::string& fallback) {
+  const Value* cell = mapping.Find("cell");
+  if (!cell) return fallback;
+  std::string kind = ToString(*cell);
+  if (kind != "gates" && kind != "fused") {
+    cell->Fail(fmt::format("unknown cell {}; expected 'gates' or 'fused'", Quote(kind)));
   }
+  return kind;
+}
+
+// The size sections of the model zoo (graph/zoo.h). Only the section of the configured model may
+// be given: another model's sizes would be silently ignored.
+void ReadZooSizes(const Mapping& mapping, ModelConfig& model) {
+  for (std::string_view section : kBuiltinModels) {
+    if (section != model.builtin) {
+      if (const Value* other = mapping.Find(section)) {
+        other->Fail(fmt::format("sizes of model '{}', but model.builtin is {}", section,
+                                Quote(model.builtin)));
+      }
+    }
+  }
+  if (const Value* value = mapping.Find("inception_v3")) {
+    Mapping m(*value, {"image_size", "classes", "width_multiplier"});
+    // torchvision's minimum: smaller inputs vanish before the last Inception block.
+    ReadInteger(m, "image_size", 75, &model.inception_v3.image_size);
+    ReadInteger(m, "classes", 1, &model.inception_v3.classes);
+    ReadPositive(m, "width_multiplier", &model.inception_v3.width_multiplier);
+  }
+  if (const Value* value = mapping.Find("rnnlm")) {
+    Mapping m(*value, {"time_steps", "layers", "hidden", "embedding", "vocab", "cell"});
+    ReadInteger(m, "time_steps", 1, &model.rnnlm.time_steps);
+    ReadInteger(m, "layers", 1, &model.rnnlm.layers);
+    ReadInteger(m, "hidden", 1, &model.rnnlm.hidden);
+    ReadInteger(m, "embedding", 1, &model.rnnlm.embedding);
+    ReadInteger(m, "vocab", 2, &model.rnnlm.vocab);
+    model.rnnlm.cell = ReadCell(m, model.rnnlm.cell);
+  }
+  if (const Value* value = mapping.Find("nmt")) {
+    Mapping m(*value, {"layers", "source_steps", "target_steps", "hidden", "embedding",
+                       "source_vocab", "target_vocab", "cell"});
+    ReadInteger(m, "layers", 1, &model.nmt.layers);
+    ReadInteger(m, "source_steps", 1, &model.nmt.source_steps);
+    ReadInteger(m, "target_steps", 1, &model.nmt.target_steps);
+    ReadInteger(m, "hidden", 1, &model.nmt.hidden);
+    ReadInteger(m, "embedding", 1, &model.nmt.embedding);
+    ReadInteger(m, "source_vocab", 2, &model.nmt.source_vocab);
+    ReadInteger(m, "target_vocab", 2, &model.nmt.target_vocab);
+    model.nmt.cell = ReadCell(m, model.nmt.cell);
+  }
+  if (const Value* value = mapping.Find("transformer")) {
+    Mapping m(*value, {"seq_length", "layers", "hidden", "heads", "ffn", "vocab", "max_positions",
+                       "classes"});
+    ModelConfig::Transformer& t = model.transformer;
+    ReadInteger(m, "seq_length", 1, &t.seq_length);
+    ReadInteger(m, "layers", 1, &t.layers);
+    ReadInteger(m, "hidden", 1, &t.hidden);
+    ReadInteger(m, "heads", 1, &t.heads);
+    ReadInteger(m, "ffn", 1, &t.ffn);
+    ReadInteger(m, "vocab", 1, &t.vocab);
+    ReadInteger(m, "max_positions", 1, &t.max_positions);
+    ReadInteger(m, "classes", 1, &t.classes);
+    if (t.hidden % t.heads != 0) {
+      (m.Find("heads") ? *m.Find("heads") : *value)
+          .Fail(fmt::format("{} heads do not divide hidden {}", t.heads, t.hidden));
+    }
+    if (t.max_positions < t.seq_length) {
+      (m.Find("max_positions") ? *m.Find("max_positions") : *m.Find("seq_length"))
+          .Fail(
+              fmt::format("seq_length {} exceeds max_positions {}", t.seq_length, t.max_positions));
+    }
+  }
+}
+
+ModelConfig ReadModel(const Value& value) {
+  Mapping mapping(value, {"builtin", "onnx", "batch_size", "learning_rate", "init_seed", "replicas",
+                          "lenet", "inception_v3", "rnnlm", "nmt", "transformer"});
+  ModelConfig model;
+  if (const Value* onnx = mapping.Find("onnx")) {
+    if (mapping.Find("builtin")) onnx->Fail("give model.builtin or model.onnx, not both");
+    // The file itself is read when the model is built (cli/model_factory.cc), which reports
+    // its problems with the file's name.
+    model.onnx = ToString(*onnx);
+    model.builtin.clear();
+    for (std::string_view section : kBuiltinModels) {
+      if (const Value* sizes = mapping.Find(section)) {
+        sizes->Fail(
+            fmt::format("sizes of built-in model '{}' do not apply to model.onnx", section));
+      }
+    }
+  } else {
+    const Value& builtin = mapping.Require("builtin");
+    model.builtin = ToString(builtin);
+    if (std::find(kBuiltinModels.begin(), kBuiltinModels.end(), model.builtin) ==
+        kBuiltinModels.end()) {
+      builtin.Fail(fmt::format("unknown model {}; known models: {}", Quote(model.builtin),
+                               fmt::join(kBuiltinModels, ", ")));
+    }
+  }
+  model.batch_size = DefaultBatchSize(model.builtin);
   ReadInteger(mapping, "batch_size", 1, &model.batch_size);
   ReadPositive(mapping, "learning_rate", &model.learning_rate);
   ReadUnsigned(mapping, "init_seed", &model.init_seed);
@@ -210,6 +307,7 @@ ModelConfig ReadModel(const Value& value) {
     ReadInteger(lenet, "hidden", 1, &model.lenet.hidden);
     ReadInteger(lenet, "classes", 1, &model.lenet.classes);
   }
+  ReadZooSizes(mapping, model);
   return model;
 }
 
@@ -286,7 +384,7 @@ SearchConfig ReadSearch(const Value& value) {
   Mapping mapping(value, {"policy_steps", "samples_per_step", "max_evaluations", "max_wall_seconds",
                           "seed", "checkpoint_every", "evaluator", "failing_step_seconds",
                           "learning_rate", "entropy_weight", "baseline_decay", "hidden_size",
-                          "temperature", "tanh_clip", "cache"});
+                          "temperature", "tanh_clip", "cache", "grouping", "max_groups"});
   SearchConfig search;
   ReadInteger(mapping, "policy_steps", 1, &search.policy_steps);
   ReadInteger(mapping, "samples_per_step", 1, &search.samples_per_step);
@@ -321,6 +419,14 @@ SearchConfig ReadSearch(const Value& value) {
     if (search.tanh_clip < 0) clip->Fail("must be >= 0 (0 turns clipping off)");
   }
   if (const Value* cache = mapping.Find("cache")) search.cache = ToBool(*cache);
+  if (const Value* grouping = mapping.Find("grouping")) {
+    search.grouping = ToString(*grouping);
+    if (search.grouping != "op" && search.grouping != "colocate" && search.grouping != "coarsen") {
+      grouping->Fail(fmt::format("unknown grouping {}; expected 'op', 'colocate' or 'coarsen'",
+                                 Quote(search.grouping)));
+    }
+  }
+  ReadInteger(mapping, "max_groups", 1, &search.max_groups);
   return search;
 }
 
@@ -454,6 +560,9 @@ Config LoadConfig(const std::filesystem::path& file) {
   }
   if (!config.simulation.profile.empty() && config.simulation.profile.is_relative()) {
     config.simulation.profile = (file.parent_path() / config.simulation.profile).lexically_normal();
+  }
+  if (!config.model.onnx.empty() && config.model.onnx.is_relative()) {
+    config.model.onnx = (file.parent_path() / config.model.onnx).lexically_normal();
   }
   return config;
 }

@@ -29,9 +29,14 @@ class ConfigError : public std::runtime_error {
 // model: which network's training step is placed.
 struct ModelConfig {
   std::string builtin = "lenet";  // model.builtin: name of a built-in model
-  int64_t batch_size = 256;       // model.batch_size
-  double learning_rate = 0.2;     // model.learning_rate (SGD)
-  uint64_t init_seed = 0;         // model.init_seed: seed of the weight initialisation
+  // model.onnx: an ONNX file instead (exactly one of builtin and onnx is given; builtin is then
+  // empty), resolved against the config file's folder. model.batch_size sets its batch axis.
+  std::filesystem::path onnx;
+  // The model's name in reports: the built-in name, or the ONNX file's name without extension.
+  std::string name() const { return onnx.empty() ? builtin : onnx.stem().string(); }
+  int64_t batch_size = 256;    // model.batch_size
+  double learning_rate = 0.2;  // model.learning_rate (SGD)
+  uint64_t init_seed = 0;      // model.init_seed: seed of the weight initialisation
   // model.replicas: R > 1 places R replicas of the model, each on 1/R of the minibatch, with
   // gradients summed across replicas, so that data parallelism and hybrids of data and model
   // parallelism are placements like any other.
@@ -44,6 +49,41 @@ struct ModelConfig {
     int64_t hidden = 128;
     int64_t classes = 10;
   } lenet;
+  // The model zoo (graph/zoo.h); defaults are the papers' sizes. model.batch_size defaults to the
+  // model's own (lenet 256, inception_v3 32, rnnlm 64, nmt 128, transformer 32).
+  struct InceptionV3 {  // model.inception_v3
+    int64_t image_size = 299;
+    int64_t classes = 1000;
+    double width_multiplier = 1.0;
+  } inception_v3;
+  struct RnnLm {  // model.rnnlm
+    int64_t time_steps = 40;
+    int64_t layers = 2;
+    int64_t hidden = 2048;
+    int64_t embedding = 1024;
+    int64_t vocab = 40000;
+    std::string cell = "gates";  // "gates" or "fused"
+  } rnnlm;
+  struct Nmt {  // model.nmt
+    int64_t layers = 2;
+    int64_t source_steps = 72;
+    int64_t target_steps = 72;
+    int64_t hidden = 1024;
+    int64_t embedding = 1024;
+    int64_t source_vocab = 32000;
+    int64_t target_vocab = 32000;
+    std::string cell = "gates";
+  } nmt;
+  struct Transformer {  // model.transformer
+    int64_t seq_length = 128;
+    int64_t layers = 12;
+    int64_t hidden = 768;
+    int64_t heads = 12;
+    int64_t ffn = 3072;
+    int64_t vocab = 30522;
+    int64_t max_positions = 512;
+    int64_t classes = 2;
+  } transformer;
 };
 
 // One entry of `devices:`.
@@ -84,6 +124,10 @@ struct SearchConfig {
   double temperature = 1.0;            // search.temperature (softmax of the policy)
   double tanh_clip = 0;                // search.tanh_clip: C in C*tanh(logits/C); 0 = off
   bool cache = true;                   // search.cache: never evaluate a placement twice
+  // search.grouping: what the policy places, "op" (every forward op), "colocate" (the 2017
+  // co-location rules) or "coarsen" (co-location, then merging by cost down to max_groups).
+  std::string grouping = "coarsen";
+  int max_groups = 256;  // search.max_groups: most groups "coarsen" leaves
 };
 
 // simulation: the cost model of the simulated evaluator.

@@ -5,13 +5,16 @@
 #include <torch/serialize/archive.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 
 #include "proto/writers.h"
 
@@ -60,6 +63,11 @@ struct RunState {
   std::map<std::string, Verdict> cache;
   std::vector<CurvePoint> curve;
   int64_t csv_bytes = 0;
+  // The grouping the policy's decisions (and the cache's keys) are about. Checkpoints written
+  // before groupings were recorded have none: those searches placed one op per group.
+  std::string grouping_name;
+  std::string grouping_fingerprint;
+  int groups = 0;
 
   nlohmann::json ToJson() const {
     nlohmann::json cache_json = nlohmann::json::array();
@@ -81,7 +89,9 @@ struct RunState {
             {"best_seconds", std::isfinite(best_seconds) ? best_seconds : -1.0},
             {"cache", cache_json},
             {"curve", curve_json},
-            {"csv_bytes", csv_bytes}};
+            {"csv_bytes", csv_bytes},
+            {"grouping",
+             {{"name", grouping_name}, {"fingerprint", grouping_fingerprint}, {"groups", groups}}}};
   }
 
   static RunState FromJson(const nlohmann::json& j) {
@@ -101,6 +111,11 @@ struct RunState {
       s.curve.push_back({p[0], p[1], p[2], b < 0 ? kInfinity : b, p[4]});
     }
     s.csv_bytes = j.at("csv_bytes");
+    if (j.contains("grouping")) {
+      s.grouping_name = j.at("grouping").at("name");
+      s.grouping_fingerprint = j.at("grouping").at("fingerprint");
+      s.groups = j.at("grouping").at("groups");
+    }
     return s;
   }
 };
@@ -110,25 +125,53 @@ void SaveCheckpoint(const std::filesystem::path& file, const Reinforce& learner,
   torch::serialize::OutputArchive archive;
   learner.Save(archive);
   archive.write("run_state", c10::IValue(state.ToJson().dump()));
-  std::filesystem::path tmp = file;
-  tmp += fmt::format(".tmp.{}", ::getpid());
-  archive.save_to(tmp.string());
-  std::filesystem::rename(tmp, file);
+  // Serialised in memory, then written by the one atomic writer: a full disk or an unwritable
+  // directory is a clear error and leaves the previous checkpoint as it was.
+  std::ostringstream bytes;
+  archive.save_to(bytes);
+  graph::WriteFileAtomically(file, bytes.str());
 }
 
-RunState LoadCheckpoint(const std::filesystem::path& file, Reinforce& learner) {
-  torch::serialize::InputArchive archive;
-  try {
-    archive.load_from(file.string());
-    learner.Load(archive);
-    c10::IValue run_state;
-    archive.read("run_state", run_state);
-    return RunState::FromJson(nlohmann::json::parse(run_state.toStringRef()));
-  } catch (const std::exception& error) {
-    throw std::runtime_error(fmt::format(
+// Restores the learner and the run state, after checking that the checkpoint was written for
+// `grouping` (named `grouping_name` in messages): the sampled device vectors, the cache and the
+// policy all refer to groups, which mean other ops under another grouping.
+RunState LoadCheckpoint(const std::filesystem::path& file, Reinforce& learner,
+                        const graph::Graph& graph, const graph::Grouping& grouping,
+                        const std::string& grouping_name) {
+  auto corrupt = [&](const std::exception& error) {
+    return std::runtime_error(fmt::format(
         "{}: cannot resume from this checkpoint (corrupt, or written for another config): {}",
         file.string(), error.what()));
+  };
+  torch::serialize::InputArchive archive;
+  RunState state;
+  try {
+    archive.load_from(file.string());
+    c10::IValue run_state;
+    archive.read("run_state", run_state);
+    state = RunState::FromJson(nlohmann::json::parse(run_state.toStringRef()));
+  } catch (const std::exception& error) {
+    throw corrupt(error);
   }
+  const std::string fingerprint = graph::GroupingFingerprint(grouping);
+  const bool legacy = state.grouping_fingerprint.empty();
+  if (legacy ? fingerprint != graph::GroupingFingerprint(graph::OpPerGroup(graph))
+             : fingerprint != state.grouping_fingerprint) {
+    throw std::runtime_error(fmt::format(
+        "{}: cannot resume: this search placed {} groups made by grouping '{}', the config now "
+        "gives {} groups by grouping '{}'; resume with the search.grouping and search.max_groups "
+        "(and model) it was started with, or choose another output.directory",
+        file.string(),
+        legacy ? static_cast<int>(graph.OpsInPhase(graph::Phase::kForward).size()) : state.groups,
+        legacy ? "op" : state.grouping_name, grouping.num_groups(),
+        grouping_name.empty() ? "unnamed" : grouping_name));
+  }
+  try {
+    learner.Load(archive);
+  } catch (const std::exception& error) {
+    throw corrupt(error);
+  }
+  return state;
 }
 
 }  // namespace
@@ -152,17 +195,30 @@ SearchOutcome RunSearch(const graph::Graph& graph, const graph::Grouping& groupi
   const graph::GroupFeatures features = graph::ComputeGroupFeatures(graph, grouping);
   Reinforce learner(features, static_cast<int>(devices.size()), o.policy, o.reinforce, o.seed);
   RunState state;
+  state.grouping_name = o.grouping_name;
+  state.grouping_fingerprint = graph::GroupingFingerprint(grouping);
+  state.groups = grouping.num_groups();
   const bool writes = !o.run_dir.empty();
   const std::filesystem::path checkpoint = o.run_dir / "checkpoint.pt";
   const std::filesystem::path csv_path = o.run_dir / "search.csv";
   if (writes) {
-    std::filesystem::create_directories(o.run_dir);
+    std::error_code error;
+    std::filesystem::create_directories(o.run_dir, error);
+    if (error) {
+      throw std::runtime_error(fmt::format("cannot create the output directory {}: {}",
+                                           o.run_dir.string(), error.message()));
+    }
     if (o.resume) {
       if (!std::filesystem::exists(checkpoint)) {
         throw std::runtime_error(
             fmt::format("{}: no checkpoint to resume from", checkpoint.string()));
       }
-      state = LoadCheckpoint(checkpoint, learner);
+      state = LoadCheckpoint(checkpoint, learner, graph, grouping, o.grouping_name);
+      // From now on the checkpoint records this run's grouping (the same groups; a legacy
+      // checkpoint gains the record).
+      state.grouping_name = o.grouping_name;
+      state.grouping_fingerprint = graph::GroupingFingerprint(grouping);
+      state.groups = grouping.num_groups();
       // Rows logged after the checkpoint belong to steps that will be run again.
       if (std::filesystem::exists(csv_path)) {
         std::filesystem::resize_file(csv_path, static_cast<uintmax_t>(state.csv_bytes));
@@ -180,6 +236,14 @@ SearchOutcome RunSearch(const graph::Graph& graph, const graph::Grouping& groupi
   }
 
   std::ofstream csv;
+  // The CSV is appended row by row; a failed write (full disk) must stop the run, not lose rows.
+  auto check_csv = [&] {
+    csv.flush();
+    if (!csv) {
+      throw std::runtime_error(fmt::format("cannot write {}: {}", csv_path.string(),
+                                           std::strerror(errno != 0 ? errno : EIO)));
+    }
+  };
   std::unique_ptr<proto::TensorBoardWriter> tensorboard;
   if (writes) {
     bool fresh = !std::filesystem::exists(csv_path) || std::filesystem::file_size(csv_path) == 0;
@@ -187,7 +251,7 @@ SearchOutcome RunSearch(const graph::Graph& graph, const graph::Grouping& groupi
     if (!csv) throw std::runtime_error(fmt::format("cannot write {}", csv_path.string()));
     if (fresh) {
       csv << "step,sample,step_seconds,valid,reward,baseline,entropy,cached,reason\n";
-      csv.flush();
+      check_csv();
     }
     tensorboard = std::make_unique<proto::TensorBoardWriter>(o.run_dir);
   }
@@ -198,7 +262,7 @@ SearchOutcome RunSearch(const graph::Graph& graph, const graph::Grouping& groupi
   };
   auto checkpoint_now = [&] {
     if (!writes) return;
-    csv.flush();
+    check_csv();
     state.csv_bytes = static_cast<int64_t>(std::filesystem::file_size(csv_path));
     RunState snapshot = state;
     snapshot.elapsed_seconds = elapsed();
@@ -279,7 +343,7 @@ SearchOutcome RunSearch(const graph::Graph& graph, const graph::Grouping& groupi
                            rewards[k], baseline_before, stats.mean_entropy, cached[k] ? 1 : 0,
                            reason);
       }
-      csv.flush();
+      check_csv();
       tensorboard->AddScalar("reward/mean", state.step, -std::sqrt(mean_seconds));
       tensorboard->AddScalar("step_time_ms/mean", state.step, mean_seconds * 1e3);
       if (std::isfinite(state.best_seconds)) {

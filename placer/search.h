@@ -34,6 +34,9 @@ struct SearchOptions {
   std::filesystem::path run_dir;  // outputs and checkpoint; empty: write nothing
   bool resume = false;            // continue from run_dir/checkpoint.pt
   std::string model_name;
+  // How the groups were made (e.g. "coarsen, max_groups 256"), for the checkpoint and its
+  // messages: a checkpoint remembers its grouping, and a resume under another one is refused.
+  std::string grouping_name;
   bool progress = false;                              // a live progress line on stderr
   const std::atomic<bool>* stop_requested = nullptr;  // set by SIGINT/SIGTERM: checkpoint, stop
 };

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/onnx_writer.h"
 #include "tests/support.h"
 
 namespace {
@@ -43,11 +44,29 @@ std::string Replace(std::string text, const std::string& dir) {
   return text;
 }
 
+namespace ox = placer::test_support::onnx;
+
+std::string Truncated(const std::string& bytes) { return bytes.substr(0, bytes.size() / 2); }
+
+ox::Model WithOp(ox::Model model, size_t node, const std::string& op_type) {
+  model.nodes.at(node).op_type = op_type;
+  return model;
+}
+
+ox::Model WithInput(ox::Model model, size_t node, const std::string& input) {
+  model.nodes.at(node).inputs.at(0) = input;
+  return model;
+}
+
 std::vector<Case> Cases() {
   const std::string validate = "validate --config $D/c.yaml";
   const std::string evaluate = "evaluate --config $D/c.yaml";
   auto config = [](std::string text) {
     return std::vector<std::pair<std::string, std::string>>{{"c.yaml", std::move(text)}};
+  };
+  auto onnx_model = [](std::string bytes) {
+    return std::vector<std::pair<std::string, std::string>>{
+        {"c.yaml", "model:\n  onnx: m.onnx\n  batch_size: 4\n"}, {"m.onnx", std::move(bytes)}};
   };
   auto with_placement = [](std::string placement) {
     return std::vector<std::pair<std::string, std::string>>{{"c.yaml", kGood},
@@ -183,6 +202,22 @@ std::vector<Case> Cases() {
        config(kGood),
        evaluate + " --placement $D/none.yaml",
        {"none.yaml", "cannot read"}},
+      {"ProtobufTextPlacementDoesNotParse",
+       {{"c.yaml", kGood}, {"p.pbtxt", "ops { op: \"conv1\" device: cpu:0 }\n"}},
+       evaluate + " --placement $D/p.pbtxt",
+       {"p.pbtxt:1:", "protobuf text format"}},
+      {"ProtobufTextPlacementNamesUnknownDevice",
+       {{"c.yaml", kGood}, {"p.pbtxt", "ops { op: \"conv1\" device: \"cuda:7\" }\n"}},
+       evaluate + " --placement $D/p.pbtxt",
+       {"p.pbtxt", "cuda:7"}},
+      {"ProtobufTextPlacementMissesOps",
+       {{"c.yaml", kGood}, {"p.pbtxt", "ops { op: \"conv1\" device: \"cpu:0\" }\n"}},
+       evaluate + " --placement $D/p.pbtxt",
+       {"p.pbtxt", "misses 10 forward ops", "relu1"}},
+      {"ProtobufBinaryPlacementIsCorrupt",
+       {{"c.yaml", kGood}, {"p.pb", std::string("\x1a\x7f\x0a\x05conv1", 9)}},
+       evaluate + " --placement $D/p.pb",
+       {"p.pb", "truncated or corrupt"}},
       {"UnknownDeviceFlag", config(kGood), evaluate + " --device cpu:5", {"--device", "cpu:5"}},
       {"PlacementAndDevice",
        with_placement("default: cpu:0\n"),
@@ -205,6 +240,32 @@ std::vector<Case> Cases() {
        {{"c.yaml", kGood + "simulation:\n  profile: p.json\n"}, {"p.json", "{\"version\": 1}"}},
        validate,
        {"p.json"}},
+      // ONNX models (model.onnx).
+      {"OnnxTruncated",
+       onnx_model(Truncated(ox::Encode(ox::SmallClassifier()))),
+       validate,
+       {"$D/m.onnx", "truncated"}},
+      {"OnnxUnknownOp",
+       onnx_model(ox::Encode(WithOp(ox::SmallClassifier(), 1, "Frobnicate"))),
+       validate,
+       {"$D/m.onnx", "unsupported ONNX op types: Frobnicate (first: node 1 'relu')"}},
+      {"OnnxMissingInput",
+       onnx_model(ox::Encode(WithInput(ox::SmallClassifier(), 2, "nowhere"))),
+       validate,
+       {"$D/m.onnx", "node 2 'fc2' (Gemm)", "input 'nowhere'"}},
+      {"OnnxFileMissing",
+       config("model:\n  onnx: none.onnx\n"),
+       validate,
+       {"$D/none.onnx", "cannot read"}},
+      {"OnnxAndBuiltin",
+       config("model:\n  builtin: lenet\n  onnx: m.onnx\n"),
+       validate,
+       {"c.yaml:3", "model.onnx", "not both"}},
+      {"OnnxWithLeNetSizes",
+       {{"c.yaml", "model:\n  onnx: m.onnx\n  lenet:\n    hidden: 3\n"},
+        {"m.onnx", ox::Encode(ox::SmallClassifier())}},
+       validate,
+       {"c.yaml:3", "model.lenet", "model.onnx"}},
       // Searches and training.
       {"ResumeWithoutCheckpoint",
        config(kGood + "output:\n  directory: run\n"),

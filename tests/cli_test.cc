@@ -162,3 +162,55 @@ TEST(CliTest, ProfileFeedsTheSimulatorThatEvaluateCompares) {
 }
 
 }  // namespace
+
+namespace {
+
+// Whether the machine has a second GPU (its device node), which would make cuda:1 real.
+bool HasSecondGpu() { return std::filesystem::exists("/dev/nvidia1"); }
+
+// A cluster larger than the machine: two GPUs that exist only in the simulator.
+std::string SimulatedOnlyConfig() {
+  return WriteTemp("sim_only.yaml",
+                   "model: {builtin: lenet, batch_size: 32}\n"
+                   "devices: [cuda:0, cuda:1, cpu:0]\n"
+                   "search: {evaluator: simulated}\n");
+}
+
+TEST(CliTest, EvaluateSimulatesAClusterLargerThanTheMachineAndWritesItsTrace) {
+  if (HasSecondGpu()) GTEST_SKIP() << "the GPUs are real here";
+  const auto trace = std::filesystem::temp_directory_path() / "placer_cli_test_sim_trace.json";
+  std::filesystem::remove(trace);
+  Result r = RunPlacer("evaluate --config " + SimulatedOnlyConfig() + " --simulate --trace " +
+                       trace.string());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("simulated (roofline model)"), HasSubstr("lower bound"),
+                              HasSubstr("cuda:1")));
+  std::ifstream in(trace);
+  const std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(json, AllOf(HasSubstr("traceEvents"), HasSubstr("conv1"), HasSubstr("cuda:0")));
+}
+
+TEST(CliTest, EvaluateWithoutSimulateRefusesAbsentGpusWithExitTwo) {
+  if (HasSecondGpu()) GTEST_SKIP() << "the GPUs are real here";
+  Result r = RunPlacer("evaluate --config " + SimulatedOnlyConfig());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("sim_only.yaml"), HasSubstr("--simulate")));
+}
+
+TEST(CliTest, EvaluateSimulateWritesTheSimulatedTraceNextToTheMeasuredOne) {
+  const auto dir = std::filesystem::temp_directory_path() / "placer_cli_test_both_traces";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string config = WriteTemp("both.yaml",
+                                       "model: {builtin: lenet, batch_size: 16}\n"
+                                       "devices: [cpu:0, cpu:1]\n"
+                                       "measurement: {warmup_steps: 1, timed_steps: 2}\n");
+  Result r = RunPlacer("evaluate --config " + config + " --simulate --trace " +
+                       (dir / "step.json").string());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("simulated / measured"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "step.json"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "step.simulated.json"));
+}
+
+}  // namespace

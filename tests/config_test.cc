@@ -103,6 +103,16 @@ TEST(ConfigTest, PartialSectionsAndEmptySections) {
   EXPECT_EQ(config.search.policy_steps, SearchConfig{}.policy_steps);
 }
 
+TEST(ConfigTest, GroupingDefaultsToCoarseningTo256Groups) {
+  const Config defaults = ParseConfig(kMinimal, "defaults.yaml");
+  EXPECT_EQ(defaults.search.grouping, "coarsen");
+  EXPECT_EQ(defaults.search.max_groups, 256);
+  const Config config = ParseConfig(
+      std::string(kMinimal) + "search:\n  grouping: colocate\n  max_groups: 64\n", "g.yaml");
+  EXPECT_EQ(config.search.grouping, "colocate");
+  EXPECT_EQ(config.search.max_groups, 64);
+}
+
 TEST(ConfigTest, AutoDevices) {
   const Config config = ParseConfig(std::string(kMinimal) + "devices: auto\n", "auto.yaml");
   EXPECT_TRUE(config.devices.automatic);
@@ -235,6 +245,10 @@ INSTANTIATE_TEST_SUITE_P(
                 "must be even"},
         BadCase{"CacheIsNotABool", kM + "search:\n  cache: maybe\n", 4, "search.cache",
                 "expected true or false"},
+        BadCase{"UnknownGrouping", kM + "search:\n  grouping: learned\n", 4, "search.grouping",
+                "unknown grouping 'learned'; expected 'op', 'colocate' or 'coarsen'"},
+        BadCase{"ZeroMaxGroups", kM + "search:\n  max_groups: 0\n", 4, "search.max_groups",
+                "must be >= 1, got 0"},
         BadCase{"BaselineDecayOfOne", kM + "search:\n  baseline_decay: 1\n", 4,
                 "search.baseline_decay", "must be in [0, 1)"},
         BadCase{"NegativeBatch", kM + "  batch_size: -5\n", 3, "model.batch_size",

@@ -4,12 +4,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <string>
 #include <thread>
@@ -23,10 +25,17 @@ std::string ReadFile(const fs::path& file) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-// Starts `placer args...` with output to `log`; returns its pid.
-pid_t Start(const std::vector<std::string>& args, const fs::path& log) {
+// Starts `placer args...` with output to `log`; returns its pid. `max_file_bytes` > 0 caps the
+// size of every file the process writes (RLIMIT_FSIZE, SIGXFSZ ignored): writes beyond it fail
+// with EFBIG exactly where a full disk fails with ENOSPC.
+pid_t Start(const std::vector<std::string>& args, const fs::path& log, rlim_t max_file_bytes = 0) {
   pid_t pid = fork();
   if (pid == 0) {
+    if (max_file_bytes > 0) {
+      signal(SIGXFSZ, SIG_IGN);  // an ignored signal stays ignored across exec
+      rlimit limit{max_file_bytes, max_file_bytes};
+      setrlimit(RLIMIT_FSIZE, &limit);
+    }
     FILE* out = std::freopen(log.c_str(), "w", stdout);
     FILE* err = std::freopen(log.c_str(), "a", stderr);
     (void)out;
@@ -49,12 +58,14 @@ int Wait(pid_t pid) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-fs::path WriteConfig(const fs::path& dir) {
+fs::path WriteConfig(const fs::path& dir, int policy_steps = 150) {
   fs::create_directories(dir);
   fs::path config = dir / "search.yaml";
   std::ofstream(config) << "model:\n  builtin: lenet\n  replicas: 2\n"
                            "devices: [cpu:0, cpu:1]\n"
-                           "search:\n  evaluator: simulated\n  policy_steps: 150\n"
+                           "search:\n  evaluator: simulated\n  policy_steps: "
+                        << policy_steps
+                        << "\n"
                            "  max_evaluations: 100000\n  checkpoint_every: 3\n"
                            "output:\n  directory: run\n";
   return config;
@@ -114,6 +125,66 @@ TEST(KillResumeTest, SigtermCheckpointsAndExitsThenResumeFinishes) {
   EXPECT_EQ(Wait(Start({"search", "--config", config.string(), "--resume"}, root / "second.log")),
             0)
       << ReadFile(root / "second.log");
+}
+
+// Every file of a directory and its contents.
+std::map<std::string, std::string> Snapshot(const fs::path& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    files[entry.path().filename().string()] = ReadFile(entry.path());
+  }
+  return files;
+}
+
+TEST(FaultsTest, AFullDiskStopsTheSearchWithAClearErrorAndKeepsEveryEarlierOutput) {
+  fs::path root = fs::temp_directory_path() / "placer_full_disk_test";
+  fs::remove_all(root);
+  fs::path config = WriteConfig(root, /*policy_steps=*/6);
+  ASSERT_EQ(Wait(Start({"search", "--config", config.string()}, root / "first.log")), 0)
+      << ReadFile(root / "first.log");
+  const auto before = Snapshot(root / "run");
+  // Room for the logs and the CSV, not for the checkpoint that resuming rewrites.
+  const size_t room = before.at("checkpoint.pt").size() / 2;
+  ASSERT_GT(room, 4 * before.at("search.csv").size());
+  const int code =
+      Wait(Start({"search", "--config", config.string(), "--resume"}, root / "full.log", room));
+  const std::string log = ReadFile(root / "full.log");
+  EXPECT_TRUE(code == 1 || code == 2) << "exit " << code << ": " << log;
+  EXPECT_THAT(log, ::testing::AllOf(::testing::HasSubstr("cannot write"),
+                                    ::testing::HasSubstr("checkpoint.pt"),
+                                    ::testing::HasSubstr("File too large")));
+  // Nothing written before is damaged, and no temporary file is left behind. (The resumed run
+  // may add its own TensorBoard event file.)
+  const auto after = Snapshot(root / "run");
+  for (const auto& [name, contents] : before) {
+    ASSERT_TRUE(after.count(name)) << name << " disappeared";
+    EXPECT_EQ(after.at(name), contents) << name << " changed";
+  }
+  for (const auto& [name, contents] : after) {
+    EXPECT_EQ(name.find(".tmp."), std::string::npos) << name << " left behind";
+  }
+  // With space again, the same checkpoint resumes.
+  EXPECT_EQ(Wait(Start({"search", "--config", config.string(), "--resume"}, root / "again.log")), 0)
+      << ReadFile(root / "again.log");
+}
+
+TEST(FaultsTest, AnOutputDirectoryThatCannotBeCreatedIsAClearErrorBeforeAnyWork) {
+  fs::path root = fs::temp_directory_path() / "placer_unwritable_test";
+  fs::remove_all(root);
+  fs::create_directories(root);
+  std::ofstream(root / "blocker") << "a file where the output directory should go\n";
+  fs::path config = root / "search.yaml";
+  std::ofstream(config) << "model: {builtin: lenet, batch_size: 16}\n"
+                           "devices: [cpu:0, cpu:1]\n"
+                           "search: {evaluator: simulated, policy_steps: 3}\n"
+                           "output: {directory: blocker/run}\n";
+  const int code = Wait(Start({"search", "--config", config.string()}, root / "log"));
+  const std::string log = ReadFile(root / "log");
+  EXPECT_TRUE(code == 1 || code == 2) << "exit " << code << ": " << log;
+  EXPECT_THAT(log, ::testing::AllOf(::testing::HasSubstr("cannot create the output directory"),
+                                    ::testing::HasSubstr("blocker/run"),
+                                    ::testing::HasSubstr("Not a directory")));
+  EXPECT_THAT(log, ::testing::Not(::testing::HasSubstr("[search] step")));
 }
 
 }  // namespace

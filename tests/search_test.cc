@@ -3,6 +3,7 @@
 // search interrupted and resumed ends exactly where an uninterrupted one does.
 #include "placer/search.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -174,6 +175,36 @@ TEST(SearchTest, StopRequestCheckpointsAndAFreshRunRefusesToOverwrite) {
   } catch (const std::runtime_error& error) {
     EXPECT_THAT(error.what(), ::testing::HasSubstr("--resume"));
   }
+}
+
+TEST(SearchTest, ResumeUnderAnotherGroupingIsRefused) {
+  ChainsInstance instance;
+  sim::SimulatedEvaluator evaluator(instance.graph, instance.devices, instance.costs);
+  auto dir = std::filesystem::temp_directory_path() / "placer_search_test_regroup";
+  std::filesystem::remove_all(dir);
+  SearchOptions o = LearnerOptions(7);
+  o.policy_steps = 2;
+  o.run_dir = dir;
+  o.grouping_name = "op";
+  RunSearch(instance.graph, instance.grouping, evaluator, instance.names, o);
+  o.resume = true;
+  o.grouping_name = "colocate";
+  const graph::Grouping chains =
+      graph::MakeGrouping(instance.graph, {graph::GroupingMethod::kColocate, 256});
+  ASSERT_NE(chains.num_groups(), instance.grouping.num_groups());
+  try {
+    RunSearch(instance.graph, chains, evaluator, instance.names, o);
+    FAIL() << "a checkpoint of one grouping must not be resumed under another";
+  } catch (const std::runtime_error& error) {
+    EXPECT_THAT(error.what(), ::testing::HasSubstr(fmt::format(
+                                  "this search placed {} groups made by grouping 'op', the config "
+                                  "now gives {} groups by grouping 'colocate'",
+                                  instance.grouping.num_groups(), chains.num_groups())));
+  }
+  // The same grouping resumes.
+  o.grouping_name = "op";
+  o.policy_steps = 3;
+  EXPECT_EQ(RunSearch(instance.graph, instance.grouping, evaluator, instance.names, o).steps, 3);
 }
 
 TEST(ReinforceTest, ImitationMakesTheWarmStartPlacementLikely) {
