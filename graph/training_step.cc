@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 
 #include "graph/ops.h"
@@ -15,6 +16,110 @@ OpId OwnerOf(const Graph& graph, TensorId parameter) {
   throw GraphError(
       fmt::format("parameter '{}' is not used by any forward op", graph.tensor(parameter).name));
 }
+
+namespace {
+
+// Adds a backward-phase op that runs with `forward_op` (on its device) and returns its outputs:
+// one tensor named after the op, or "<op>:<k>" for several.
+std::vector<TensorId> AddGradientOp(Graph& graph, const std::string& name, const std::string& type,
+                                    std::vector<TensorId> inputs, Attributes attrs,
+                                    OpId forward_op) {
+  Op op{.name = name,
+        .type = type,
+        .phase = Phase::kBackward,
+        .inputs = std::move(inputs),
+        .attrs = std::move(attrs),
+        .forward_op = forward_op};
+  const std::vector<Shape> shapes = InferOutputShapes(graph, op);
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    op.outputs.push_back(
+        graph.AddTensor(Tensor{.name = shapes.size() == 1 ? name : fmt::format("{}:{}", name, k),
+                               .shape = shapes[k],
+                               .dtype = DType::kFloat32,
+                               .kind = TensorKind::kGradient}));
+  }
+  graph.AddOp(std::move(op));
+  return graph.op(graph.num_ops() - 1).outputs;
+}
+
+// A ring all-reduce of the gradients `grads[i]` of the tied parameters `ring[i]` (one per
+// replica, in ring order), as graph ops on each parameter's device: every gradient is cut into
+// chunks; chunk j is summed hop by hop along the ring, ending on member j (reduce-scatter), and
+// then passed on hop by hop until every member holds it (all-gather); each member concatenates
+// the summed chunks. Each member sends 2 (R - 1) chunks of about 1/R of the gradient, all to its
+// successor: the bandwidth-optimal schedule NCCL uses. Returns the summed gradient per member.
+std::vector<TensorId> RingAllReduce(Graph& graph, const std::vector<TensorId>& ring,
+                                    const std::vector<TensorId>& grads) {
+  const size_t members = ring.size();
+  const Shape shape = graph.tensor(ring[0]).shape;
+  const int64_t elements = NumElements(shape);
+  const auto chunks =
+      static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(members), elements));
+  std::vector<int64_t> sizes(chunks, elements / static_cast<int64_t>(chunks));
+  for (size_t j = 0; j < static_cast<size_t>(elements % static_cast<int64_t>(chunks)); ++j) {
+    ++sizes[j];
+  }
+  std::vector<OpId> owner(members);
+  std::vector<std::string> base(members);
+  // pieces[m][j]: member m's value of chunk j (its own gradient's, then partial or full sums).
+  std::vector<std::vector<TensorId>> pieces(members);
+  for (size_t m = 0; m < members; ++m) {
+    owner[m] = OwnerOf(graph, ring[m]);
+    base[m] = graph.tensor(ring[m]).name + ".allreduce";
+    TensorId flat = grads[m];
+    if (shape.size() != 1) {
+      Attributes reshape;
+      reshape.Set("shape", std::vector<int64_t>{elements});
+      flat = AddGradientOp(graph, base[m] + "/flatten", op_types::kReshape, {flat}, reshape,
+                           owner[m])[0];
+    }
+    if (chunks == 1) {
+      pieces[m] = {flat};
+      continue;
+    }
+    Attributes split;
+    split.Set("axis", int64_t{0});
+    split.Set("sizes", sizes);
+    pieces[m] = AddGradientOp(graph, base[m] + "/split", op_types::kSplit, {flat}, split, owner[m]);
+  }
+  for (size_t j = 0; j < chunks; ++j) {
+    // Reduce-scatter: from member j + 1 around the ring to member j.
+    TensorId partial = pieces[(j + 1) % members][j];
+    for (size_t hop = 2; hop <= members; ++hop) {
+      const size_t m = (j + hop) % members;
+      partial = AddGradientOp(graph, fmt::format("{}/reduce{}", base[m], j), op_types::kAddN,
+                              {partial, pieces[m][j]}, {}, owner[m])[0];
+    }
+    pieces[j][j] = partial;
+    // All-gather: from member j around the ring.
+    for (size_t hop = 1; hop < members; ++hop) {
+      const size_t m = (j + hop) % members;
+      pieces[m][j] =
+          AddGradientOp(graph, fmt::format("{}/gather{}", base[m], j), op_types::kIdentity,
+                        {pieces[(m + members - 1) % members][j]}, {}, owner[m])[0];
+    }
+  }
+  std::vector<TensorId> summed(members);
+  for (size_t m = 0; m < members; ++m) {
+    TensorId full = pieces[m][0];
+    if (chunks > 1) {
+      Attributes concat;
+      concat.Set("axis", int64_t{0});
+      full = AddGradientOp(graph, base[m] + "/concat", op_types::kConcat, pieces[m], concat,
+                           owner[m])[0];
+    }
+    if (shape.size() != 1) {
+      Attributes reshape;
+      reshape.Set("shape", shape);
+      full = AddGradientOp(graph, base[m] + "/unflatten", op_types::kReshape, {full}, reshape,
+                           owner[m])[0];
+    }
+    summed[m] = full;
+  }
+  return summed;
+}
+
+}  // namespace
 
 void AppendBackwardAndUpdate(Graph& graph, double learning_rate,
                              const std::function<std::vector<TensorId>(TensorId)>& tied_with) {
@@ -143,6 +248,23 @@ void AppendBackwardAndUpdate(Graph& graph, double learning_rate,
     }
   }
 
+  // Tied parameters: one ring all-reduce per set of replicas of a parameter (ring order: tensor
+  // id, which is replica order for data_parallel.h's graphs).
+  std::map<TensorId, TensorId> reduced;
+  if (tied_with) {
+    for (TensorId param : parameters) {
+      if (reduced.count(param)) continue;
+      std::vector<TensorId> ring = tied_with(param);
+      ring.push_back(param);
+      std::sort(ring.begin(), ring.end());
+      std::vector<TensorId> grads;
+      for (TensorId member : ring) grads.push_back(summed.at(member));
+      const std::vector<TensorId> results =
+          ring.size() == 1 ? grads : RingAllReduce(graph, ring, grads);
+      for (size_t m = 0; m < ring.size(); ++m) reduced[ring[m]] = results[m];
+    }
+  }
+
   for (TensorId param : parameters) {
     Op update;
     update.name = graph.tensor(param).name + ".update";
@@ -151,8 +273,7 @@ void AppendBackwardAndUpdate(Graph& graph, double learning_rate,
     update.forward_op = OwnerOf(graph, param);
     update.inputs.push_back(param);
     if (tied_with) {
-      update.inputs.push_back(summed.at(param));
-      for (TensorId tied : tied_with(param)) update.inputs.push_back(summed.at(tied));
+      update.inputs.push_back(reduced.at(param));
     } else {
       for (TensorId grad : contributions(param)) update.inputs.push_back(grad);
     }

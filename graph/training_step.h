@@ -13,9 +13,11 @@ namespace placer::graph {
 // loss (several losses are summed). Gradient tensors are named "<tensor>.grad@<consumer op>".
 // Throws GraphError when there is no loss or a parameter that does not reach the loss.
 // `tied_with(p)`, when given, lists parameters whose gradients are added to p's before its update
-// (data-parallel replicas of one parameter: an all-reduce expressed as graph edges). Tied
-// parameters' contributions are first summed on their own device ("<param>.grad_sum", an AddN in
-// the backward phase), so each replica sends one gradient per parameter.
+// (data-parallel replicas of one parameter). Each replica's contributions are first summed on its
+// own device ("<param>.grad_sum", an AddN), then the replicas' sums are all-reduced by a ring of
+// backward-phase ops on the replicas' devices ("<param>.allreduce/...": split into chunks,
+// reduce-scatter and all-gather hop by hop, concatenate), so that executing or simulating the
+// step moves exactly the bytes of a ring all-reduce.
 void AppendBackwardAndUpdate(
     Graph& graph, double learning_rate,
     const std::function<std::vector<TensorId>(TensorId)>& tied_with = nullptr);

@@ -488,14 +488,16 @@ struct Executor::Impl {
     }
     if (op.phase == Phase::kForward) {
       RunForward(id, device, inputs);
-    } else if (op.type == graph::op_types::kAddN) {
-      // A gradient sum: no autograd, the inputs are gradients already.
+    } else if (op.phase == Phase::kBackward && op.type != graph::op_types::kBackward) {
+      // Gradient plumbing (sums, the ring all-reduce's chunks): kernels on gradients, no autograd.
       at::NoGradGuard no_grad;
-      at::Tensor sum =
-          RunForwardKernel(op, inputs, TorchDevice(devices[static_cast<size_t>(device)]))[0];
-      TensorId t = op.outputs[0];
-      PushCopies(t, device, sum, remote[static_cast<size_t>(t)]);
-      Publish(t, device, std::move(sum));
+      std::vector<at::Tensor> outputs =
+          RunForwardKernel(op, inputs, TorchDevice(devices[static_cast<size_t>(device)]));
+      for (size_t k = 0; k < outputs.size(); ++k) {
+        TensorId t = op.outputs[k];
+        PushCopies(t, device, outputs[k], remote[static_cast<size_t>(t)]);
+        Publish(t, device, std::move(outputs[k]));
+      }
     } else if (op.phase == Phase::kBackward) {
       RunBackward(id, device, inputs);
     } else {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/data_parallel.h"
 #include "graph/ir.h"
 #include "graph/models.h"
 #include "graph/ops.h"
@@ -607,6 +608,42 @@ TEST_F(ProfiledCostModelTest, AMissingFieldIsAnErrorNamingTheFileAndTheEntry) {
                   HasSubstr("field 'libtorch_version' must be a string, found number")));
   EXPECT_THAT([&] { ProfiledCostModel::Load(dir_ / "absent.json"); },
               ::testing::ThrowsMessage<ProfileError>(HasSubstr("absent.json: cannot open")));
+}
+
+}  // namespace
+}  // namespace placer::sim
+
+namespace placer::sim {
+namespace {
+
+// Data parallelism is a ring all-reduce in the graph, so the simulated (and executed) step moves
+// exactly a ring's bytes: every GPU sends only to its successor, 2 (R - 1) / R of the gradients.
+TEST(DataParallelTest, GradientsTravelAsARingAllReduce) {
+  constexpr int kReplicas = 4;
+  const DeviceSet devices = {Cuda(0), Cuda(1), Cuda(2), Cuda(3)};
+  graph::DataParallelGraph dp = graph::BuildDataParallel(
+      [](int64_t batch, int64_t global) {
+        return graph::BuildLeNet(
+            {.batch_size = batch, .loss_normalizer = global, .training_step = false});
+      },
+      64, Names(devices), std::vector<double>(kReplicas, 1.0), 0.1);
+  RooflineCostModel costs;
+  Simulator simulator(dp.graph, devices, costs);
+  SimulationResult result = simulator.Simulate(dp.placement);
+  ASSERT_TRUE(result.valid) << result.invalid_reason;
+  const double gradient_bytes = 4.0 * static_cast<double>(graph::BuildLeNet({}).ParameterCount());
+  std::vector<double> sent(kReplicas, 0.0);
+  for (const ChannelStats& channel : result.transfers) {
+    if (channel.from == kHost) continue;  // the minibatch
+    EXPECT_EQ(channel.to, (channel.from + 1) % kReplicas)
+        << "cuda:" << channel.from << " sends to cuda:" << channel.to;
+    sent[static_cast<size_t>(channel.from)] += static_cast<double>(channel.bytes);
+  }
+  for (int r = 0; r < kReplicas; ++r) {
+    EXPECT_NEAR(sent[static_cast<size_t>(r)] / gradient_bytes, 2.0 * (kReplicas - 1) / kReplicas,
+                0.01)
+        << "cuda:" << r;
+  }
 }
 
 }  // namespace
