@@ -42,45 +42,35 @@ std::vector<TensorId> AddGradientOp(Graph& graph, const std::string& name, const
   return graph.op(graph.num_ops() - 1).outputs;
 }
 
-// A ring all-reduce of the gradients `grads[i]` of the tied parameters `ring[i]` (one per
-// replica, in ring order), as graph ops on each parameter's device: every gradient is cut into
-// chunks; chunk j is summed hop by hop along the ring, ending on member j (reduce-scatter), and
-// then passed on hop by hop until every member holds it (all-gather); each member concatenates
-// the summed chunks. Each member sends 2 (R - 1) chunks of about 1/R of the gradient, all to its
-// successor: the bandwidth-optimal schedule NCCL uses. Returns the summed gradient per member.
-std::vector<TensorId> RingAllReduce(Graph& graph, const std::vector<TensorId>& ring,
-                                    const std::vector<TensorId>& grads) {
-  const size_t members = ring.size();
-  const Shape shape = graph.tensor(ring[0]).shape;
-  const int64_t elements = NumElements(shape);
+// A ring all-reduce of flat gradients `flat[m]` ([n] each, one per replica in ring order), as
+// graph ops running with `owner[m]`: every gradient is cut into chunks; chunk j is summed hop by
+// hop along the ring, ending on member j (reduce-scatter), then passed on hop by hop until every
+// member holds it (all-gather); each member concatenates the summed chunks. Each member sends
+// 2 (R - 1) chunks of about 1/R of the gradient, all to its successor: the bandwidth-optimal
+// schedule NCCL uses. Returns the summed flat gradient per member; op names start with base[m].
+std::vector<TensorId> RingAllReduce(Graph& graph, const std::vector<OpId>& owner,
+                                    const std::vector<std::string>& base,
+                                    const std::vector<TensorId>& flat) {
+  const size_t members = flat.size();
+  const int64_t elements = graph.tensor(flat[0]).shape.at(0);
   const auto chunks =
       static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(members), elements));
   std::vector<int64_t> sizes(chunks, elements / static_cast<int64_t>(chunks));
   for (size_t j = 0; j < static_cast<size_t>(elements % static_cast<int64_t>(chunks)); ++j) {
     ++sizes[j];
   }
-  std::vector<OpId> owner(members);
-  std::vector<std::string> base(members);
   // pieces[m][j]: member m's value of chunk j (its own gradient's, then partial or full sums).
   std::vector<std::vector<TensorId>> pieces(members);
   for (size_t m = 0; m < members; ++m) {
-    owner[m] = OwnerOf(graph, ring[m]);
-    base[m] = graph.tensor(ring[m]).name + ".allreduce";
-    TensorId flat = grads[m];
-    if (shape.size() != 1) {
-      Attributes reshape;
-      reshape.Set("shape", std::vector<int64_t>{elements});
-      flat = AddGradientOp(graph, base[m] + "/flatten", op_types::kReshape, {flat}, reshape,
-                           owner[m])[0];
-    }
     if (chunks == 1) {
-      pieces[m] = {flat};
+      pieces[m] = {flat[m]};
       continue;
     }
     Attributes split;
     split.Set("axis", int64_t{0});
     split.Set("sizes", sizes);
-    pieces[m] = AddGradientOp(graph, base[m] + "/split", op_types::kSplit, {flat}, split, owner[m]);
+    pieces[m] =
+        AddGradientOp(graph, base[m] + "/split", op_types::kSplit, {flat[m]}, split, owner[m]);
   }
   for (size_t j = 0; j < chunks; ++j) {
     // Reduce-scatter: from member j + 1 around the ring to member j.
@@ -101,22 +91,96 @@ std::vector<TensorId> RingAllReduce(Graph& graph, const std::vector<TensorId>& r
   }
   std::vector<TensorId> summed(members);
   for (size_t m = 0; m < members; ++m) {
-    TensorId full = pieces[m][0];
+    summed[m] = pieces[m][0];
     if (chunks > 1) {
       Attributes concat;
       concat.Set("axis", int64_t{0});
-      full = AddGradientOp(graph, base[m] + "/concat", op_types::kConcat, pieces[m], concat,
-                           owner[m])[0];
+      summed[m] = AddGradientOp(graph, base[m] + "/concat", op_types::kConcat, pieces[m], concat,
+                                owner[m])[0];
     }
-    if (shape.size() != 1) {
-      Attributes reshape;
-      reshape.Set("shape", shape);
-      full = AddGradientOp(graph, base[m] + "/unflatten", op_types::kReshape, {full}, reshape,
-                           owner[m])[0];
-    }
-    summed[m] = full;
   }
   return summed;
+}
+
+// PyTorch DDP's default bucket size: all-reducing every small gradient (a bias, a norm's scale)
+// on its own would pay a ring's 2 (R - 1) link latencies per parameter.
+constexpr int64_t kBucketBytes = int64_t{25} << 20;
+
+// All-reduces the replicas' gradients `summed` of the tied parameter sets `rings` (each in
+// replica order) in buckets: per replica, the gradients of a bucket are flattened and
+// concatenated (on the device of the bucket's first parameter), ring all-reduced, and split back.
+// Rings go in reverse order, the last layers' gradients (ready first) in the first bucket.
+std::map<TensorId, TensorId> BucketedAllReduce(Graph& graph,
+                                               std::vector<std::vector<TensorId>> rings,
+                                               const std::map<TensorId, TensorId>& summed) {
+  std::map<TensorId, TensorId> reduced;
+  std::reverse(rings.begin(), rings.end());
+  size_t next = 0;
+  while (next < rings.size()) {
+    const size_t replicas = rings[next].size();
+    std::vector<std::vector<TensorId>> bucket;
+    int64_t bytes = 0;
+    while (next < rings.size() && rings[next].size() == replicas &&
+           (bucket.empty() || bytes < kBucketBytes)) {
+      bytes += graph.tensor(rings[next][0]).bytes();
+      bucket.push_back(rings[next++]);
+    }
+    if (replicas == 1) {
+      for (const auto& ring : bucket) reduced[ring[0]] = summed.at(ring[0]);
+      continue;
+    }
+    std::vector<OpId> owner(replicas);
+    std::vector<std::string> base(replicas);
+    std::vector<TensorId> packed(replicas);
+    std::vector<int64_t> sizes;
+    for (const auto& ring : bucket) sizes.push_back(NumElements(graph.tensor(ring[0]).shape));
+    for (size_t m = 0; m < replicas; ++m) {
+      owner[m] = OwnerOf(graph, bucket[0][m]);
+      base[m] = graph.tensor(bucket[0][m]).name + ".allreduce";
+      std::vector<TensorId> flats;
+      for (const auto& ring : bucket) {
+        const Tensor& param = graph.tensor(ring[m]);
+        TensorId grad = summed.at(ring[m]);
+        if (param.shape.size() != 1) {
+          Attributes reshape;
+          reshape.Set("shape", std::vector<int64_t>{NumElements(param.shape)});
+          grad = AddGradientOp(graph, param.name + ".grad_flat", op_types::kReshape, {grad},
+                               reshape, OwnerOf(graph, ring[m]))[0];
+        }
+        flats.push_back(grad);
+      }
+      packed[m] = flats[0];
+      if (flats.size() > 1) {
+        Attributes concat;
+        concat.Set("axis", int64_t{0});
+        packed[m] =
+            AddGradientOp(graph, base[m] + "/pack", op_types::kConcat, flats, concat, owner[m])[0];
+      }
+    }
+    const std::vector<TensorId> all = RingAllReduce(graph, owner, base, packed);
+    for (size_t m = 0; m < replicas; ++m) {
+      std::vector<TensorId> parts = {all[m]};
+      if (bucket.size() > 1) {
+        Attributes split;
+        split.Set("axis", int64_t{0});
+        split.Set("sizes", sizes);
+        parts =
+            AddGradientOp(graph, base[m] + "/unpack", op_types::kSplit, {all[m]}, split, owner[m]);
+      }
+      for (size_t k = 0; k < bucket.size(); ++k) {
+        const Tensor& param = graph.tensor(bucket[k][m]);
+        TensorId grad = parts[k];
+        if (param.shape.size() != 1) {
+          Attributes reshape;
+          reshape.Set("shape", param.shape);
+          grad = AddGradientOp(graph, param.name + ".grad_reduced", op_types::kReshape, {grad},
+                               reshape, OwnerOf(graph, bucket[k][m]))[0];
+        }
+        reduced[bucket[k][m]] = grad;
+      }
+    }
+  }
+  return reduced;
 }
 
 }  // namespace
@@ -248,21 +312,21 @@ void AppendBackwardAndUpdate(Graph& graph, double learning_rate,
     }
   }
 
-  // Tied parameters: one ring all-reduce per set of replicas of a parameter (ring order: tensor
+  // Tied parameters: their replicas' gradients are all-reduced in buckets (ring order: tensor
   // id, which is replica order for data_parallel.h's graphs).
   std::map<TensorId, TensorId> reduced;
   if (tied_with) {
+    std::vector<std::vector<TensorId>> rings;
+    std::map<TensorId, bool> seen;
     for (TensorId param : parameters) {
-      if (reduced.count(param)) continue;
+      if (seen[param]) continue;
       std::vector<TensorId> ring = tied_with(param);
       ring.push_back(param);
       std::sort(ring.begin(), ring.end());
-      std::vector<TensorId> grads;
-      for (TensorId member : ring) grads.push_back(summed.at(member));
-      const std::vector<TensorId> results =
-          ring.size() == 1 ? grads : RingAllReduce(graph, ring, grads);
-      for (size_t m = 0; m < ring.size(); ++m) reduced[ring[m]] = results[m];
+      for (TensorId member : ring) seen[member] = true;
+      rings.push_back(std::move(ring));
     }
+    reduced = BucketedAllReduce(graph, std::move(rings), summed);
   }
 
   for (TensorId param : parameters) {

@@ -14,10 +14,11 @@ namespace placer::graph {
 // Throws GraphError when there is no loss or a parameter that does not reach the loss.
 // `tied_with(p)`, when given, lists parameters whose gradients are added to p's before its update
 // (data-parallel replicas of one parameter). Each replica's contributions are first summed on its
-// own device ("<param>.grad_sum", an AddN), then the replicas' sums are all-reduced by a ring of
-// backward-phase ops on the replicas' devices ("<param>.allreduce/...": split into chunks,
-// reduce-scatter and all-gather hop by hop, concatenate), so that executing or simulating the
-// step moves exactly the bytes of a ring all-reduce.
+// own device ("<param>.grad_sum", an AddN), then the replicas' sums are all-reduced as PyTorch
+// DDP does: packed into buckets of about 25 MiB (last layers first), each bucket all-reduced by a
+// ring of backward-phase ops on the replicas' devices ("<param>.allreduce/...": split into chunks,
+// reduce-scatter and all-gather hop by hop, concatenate), then unpacked; so executing or
+// simulating the step moves exactly the bytes of a bucketed ring all-reduce.
 void AppendBackwardAndUpdate(
     Graph& graph, double learning_rate,
     const std::function<std::vector<TensorId>(TensorId)>& tied_with = nullptr);

@@ -58,7 +58,7 @@ int Reinforce::Imitate(const std::vector<int>& placement, double per_group_proba
   const double target = std::log(per_group_probability) * static_cast<double>(placement.size());
   for (int step = 0; step < max_steps; ++step) {
     at::Tensor log_prob = policy_->Score(type_ids_, features_, devices).log_prob.sum();
-    if (log_prob.item<double>() >= target && Greedy() == placement) return step;
+    if (log_prob.item<double>() >= target) return step;
     optimizer_->zero_grad();
     (-log_prob / static_cast<double>(placement.size())).backward();
     torch::nn::utils::clip_grad_norm_(policy_->parameters(), options_.max_grad_norm);

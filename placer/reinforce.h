@@ -42,9 +42,10 @@ class Reinforce {
   // The most likely placement under the current policy.
   std::vector<int> Greedy();
   // Supervised warm start: raises the probability of `placement` until the policy gives each
-  // group's device at least `per_group_probability` on average (geometric mean) and its greedy
-  // decoding is `placement` (a high mean alone can leave one group below even odds), or
-  // `max_steps` Adam steps. Returns the steps taken. The policy stays stochastic, so REINFORCE explores
+  // group's device at least `per_group_probability` on average (geometric mean), or `max_steps`
+  // Adam steps. Returns the steps taken. Imitating further (until the greedy decoding is the
+  // placement, say) makes a policy over hundreds of groups nearly deterministic: its samples then
+  // repeat and REINFORCE has nothing to compare. The policy stays stochastic, so REINFORCE explores
   // around the placement instead of from scratch.
   int Imitate(const std::vector<int>& placement, double per_group_probability, int max_steps);
 

@@ -224,7 +224,12 @@ TEST(ReinforceTest, ImitationMakesTheWarmStartPlacementLikely) {
   // At a geometric mean of 0.8 per group most groups follow the target, not all.
   EXPECT_GT(agreeing, total * 7 / 10);
   EXPECT_LT(agreeing, total);
-  EXPECT_EQ(learner.Greedy(), target);
+  // A geometric mean of 0.8 can leave a group or two below even odds: the greedy decoding is the
+  // target nearly everywhere, not necessarily everywhere.
+  const std::vector<int> greedy = learner.Greedy();
+  int greedy_agreeing = 0;
+  for (size_t g = 0; g < target.size(); ++g) greedy_agreeing += greedy[g] == target[g];
+  EXPECT_GE(greedy_agreeing, static_cast<int>(target.size()) * 9 / 10);
 }
 
 TEST(SearchTest, WarmStartPlacementsAreEvaluatedFirstAndBoundTheResult) {
