@@ -31,8 +31,15 @@ int Inspect(const Commands& c) {
   std::cout << fmt::format("model: {} (batch {}, SGD lr {})\n\n", config.model.name(),
                            config.model.batch_size, config.model.learning_rate);
   PrintInspection(graph, std::cout);
-  PrintGroups(graph, graph::MakeGrouping(graph, GroupingOptionsFor(config)), GroupingName(config),
-              std::cout);
+  // The groups a search would place, which depend on the devices when an expert placement
+  // shapes them; devices this machine cannot provide leave them to the other rules.
+  std::vector<std::string> devices;
+  try {
+    devices = runtime::DeviceNames(runtime::ResolveDevices(config));
+  } catch (const config::ConfigError&) {
+  }
+  PrintGroups(graph, graph::MakeGrouping(graph, GroupingOptionsFor(config, graph, devices)),
+              GroupingName(config), std::cout);
   return kExitOk;
 }
 

@@ -47,7 +47,7 @@ int RunCompareCommand(const Commands& c) {
   std::unique_ptr<runtime::Evaluator> evaluator = MakeEvaluator(config, model, devices, *costs);
   std::unique_ptr<runtime::Evaluator> single_evaluator =
       MakeEvaluator(config, single, devices, *costs);
-  graph::Grouping grouping = graph::MakeGrouping(model, GroupingOptionsFor(config));
+  graph::Grouping grouping = graph::MakeGrouping(model, GroupingOptionsFor(config, model, names));
   search::ComparisonReport report;
   report.model =
       config.model.name() +

@@ -74,12 +74,24 @@ std::string SummaryTable(const std::vector<Row>& rows, double reference_seconds)
 
 }  // namespace
 
-graph::GroupingOptions GroupingOptionsFor(const config::Config& config) {
+graph::GroupingOptions GroupingOptionsFor(const config::Config& config, const graph::Graph& graph,
+                                          const std::vector<std::string>& devices) {
   std::optional<graph::GroupingMethod> method = graph::ParseGroupingMethod(config.search.grouping);
   if (!method) {  // the config loader accepts only known names
     throw InputError(fmt::format("unknown search.grouping '{}'", config.search.grouping));
   }
-  return {*method, config.search.max_groups};
+  graph::GroupingOptions options{*method, config.search.max_groups, {}};
+  // Coarsening keeps the shipped expert placement expressible over the groups (the search starts
+  // from it), by merging only ops the expert puts on one device while that is enough.
+  if (const std::filesystem::path expert = ExpertFile(config);
+      !expert.empty() && config.model.replicas == 1 && *method == graph::GroupingMethod::kCoarsen) {
+    try {
+      options.keep_apart =
+          graph::ReadPlacementYaml(expert, graph, devices, ExpertFacts(config)).device_of_op;
+    } catch (const graph::PlacementError&) {
+    }
+  }
+  return options;
 }
 
 std::string GroupingName(const config::Config& config) {
@@ -145,7 +157,7 @@ int RunSearchCommand(const Commands& c) {
   graph::Graph graph = BuildModel(config);
   runtime::DeviceSet devices = runtime::ResolveDevices(config);
   const std::vector<std::string> names = runtime::DeviceNames(devices);
-  graph::Grouping grouping = graph::MakeGrouping(graph, GroupingOptionsFor(config));
+  graph::Grouping grouping = graph::MakeGrouping(graph, GroupingOptionsFor(config, graph, names));
   std::unique_ptr<sim::CostModel> costs = CostModelFor(config);
   std::unique_ptr<runtime::Evaluator> evaluator = MakeEvaluator(config, graph, devices, *costs);
 

@@ -24,8 +24,10 @@ std::unique_ptr<runtime::Evaluator> MakeEvaluator(const config::Config& config,
                                                   const sim::CostModel& costs);
 
 // The groups the policy places, as search.grouping and search.max_groups say, and their name in
-// messages and checkpoints ("coarsen, max_groups 256").
-graph::GroupingOptions GroupingOptionsFor(const config::Config& config);
+// messages and checkpoints ("coarsen, max_groups 256"). With a shipped expert placement for the
+// model (read over `devices`), coarsening keeps its device classes apart while it can.
+graph::GroupingOptions GroupingOptionsFor(const config::Config& config, const graph::Graph& graph,
+                                          const std::vector<std::string>& devices);
 std::string GroupingName(const config::Config& config);
 
 // Search settings from the config, with warm starts (every device alone, and data parallelism

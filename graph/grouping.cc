@@ -307,7 +307,8 @@ Quotient BuildQuotient(const ForwardDag& dag, const std::vector<int>& label, int
 // op one level below y outside B, is a second predecessor of y: B is not type 1, r(B) = 1; and if
 // A were a type-2-only pair, x (its lower op) would have two successors one level down. So
 // r(A) = 0 < r(B) and keys strictly increase along every edge: no cycle.
-int MatchRound(const Quotient& q, double cap, int wanted, std::vector<int>& match) {
+int MatchRound(const Quotient& q, double cap, int wanted, const std::vector<int>& color,
+               std::vector<int>& match) {
   const int n = q.n;
   match.assign(At(n), -1);
   std::vector<int> preds_one_up(At(n), 0), succs_one_down(At(n), 0);
@@ -340,6 +341,7 @@ int MatchRound(const Quotient& q, double cap, int wanted, std::vector<int>& matc
     std::tuple<double, int, double, int> best_rank;  // (-bytes saved, kind, cost, first)
     auto consider = [&](int v, double bytes, int kind) {
       if (v == u || match[At(v)] >= 0 || q.cost[At(u)] + q.cost[At(v)] > cap) return;
+      if (!color.empty() && color[At(u)] != color[At(v)]) return;
       auto rank = std::make_tuple(-bytes, kind, q.cost[At(v)], q.first[At(v)]);
       if (best < 0 || rank < best_rank) {
         best = v;
@@ -392,7 +394,8 @@ int MatchRound(const Quotient& q, double cap, int wanted, std::vector<int>& matc
 // different depths): merge groups adjacent in the topological order, cheapest pairs first. Any
 // set of disjoint adjacent pairs is safe: clusters are intervals of a topological order, and every
 // edge runs from an earlier interval to a later one.
-int MatchAdjacentInOrder(const Quotient& q, int wanted, std::vector<int>& match) {
+int MatchAdjacentInOrder(const Quotient& q, int wanted, const std::vector<int>& color,
+                         std::vector<int>& match) {
   match.assign(At(q.n), -1);
   std::vector<int> candidates(q.order.empty() ? 0 : q.order.size() - 1);
   std::iota(candidates.begin(), candidates.end(), 0);
@@ -407,6 +410,7 @@ int MatchAdjacentInOrder(const Quotient& q, int wanted, std::vector<int>& match)
     if (merges == wanted) break;
     const int a = q.order[At(k)], b = q.order[At(k + 1)];
     if (match[At(a)] >= 0 || match[At(b)] >= 0) continue;
+    if (!color.empty() && color[At(a)] != color[At(b)]) continue;
     match[At(a)] = b;
     match[At(b)] = a;
     ++merges;
@@ -428,7 +432,16 @@ int Contract(const std::vector<int>& match, std::vector<int>& label) {
   return next;
 }
 
-std::vector<int> Coarsen(const ForwardDag& dag, int max_groups) {
+// The class of every group (its members', all alike while classes are respected).
+std::vector<int> GroupClasses(const std::vector<int>& op_class, const std::vector<int>& label,
+                              int groups) {
+  std::vector<int> classes(At(groups), -1);
+  for (size_t i = 0; i < label.size(); ++i) classes[At(label[i])] = op_class[i];
+  return classes;
+}
+
+// `op_class` per position (empty: no classes); see GroupingOptions::keep_apart.
+std::vector<int> Coarsen(const ForwardDag& dag, int max_groups, std::vector<int> op_class) {
   const int n = dag.size();
   std::vector<int> label(At(n));
   std::iota(label.begin(), label.end(), 0);
@@ -444,6 +457,7 @@ std::vector<int> Coarsen(const ForwardDag& dag, int max_groups) {
   });
   for (const auto& [u, v] : chains) {
     if (sets.count() <= At(max_groups)) break;
+    if (!op_class.empty() && op_class[At(u)] != op_class[At(v)]) continue;
     const int a = sets.Find(u), b = sets.Find(v);
     if (a != b && sets.Cost(a) + sets.Cost(b) <= cap) sets.Union(a, b);
   }
@@ -454,20 +468,26 @@ std::vector<int> Coarsen(const ForwardDag& dag, int max_groups) {
   while (groups > max_groups) {
     const Quotient q = BuildQuotient(dag, label, groups);
     const int wanted = groups - max_groups;
+    const std::vector<int> classes =
+        op_class.empty() ? std::vector<int>() : GroupClasses(op_class, label, groups);
     if (adjacent_next) {
-      MatchAdjacentInOrder(q, wanted, match);
+      MatchAdjacentInOrder(q, wanted, classes, match);
       adjacent_next = false;
       groups = Contract(match, label);
       continue;
     }
-    const int merges = MatchRound(q, cap, wanted, match);
+    const int merges = MatchRound(q, cap, wanted, classes, match);
     if (merges * 8 < wanted) {
       if (cap < kInfinity) {
         // Too few merges fit under the cost bound: loosen it (for the next rounds too).
         cap = cap * 2 > dag.total_cost ? kInfinity : cap * 2;
         if (merges == 0) continue;
       } else if (merges == 0) {
-        MatchAdjacentInOrder(q, wanted, match);
+        if (MatchAdjacentInOrder(q, wanted, classes, match) == 0) {
+          // Nothing of one class is left to merge: classes mix from now on.
+          op_class.clear();
+          continue;
+        }
       } else if (wanted > 64) {
         // Rounds this unproductive could number in the thousands on a large graph; one round of
         // the fallback (which pairs up about half the groups) keeps the count logarithmic.
@@ -512,7 +532,14 @@ Grouping MakeGrouping(const Graph& graph, const GroupingOptions& options) {
     label = sets.Labels();
     groups = static_cast<int>(sets.count());
   } else {
-    label = Coarsen(dag, options.max_groups);
+    std::vector<int> op_class;
+    if (!options.keep_apart.empty()) {
+      if (options.keep_apart.size() != At(graph.num_ops())) {
+        throw GraphError("keep_apart needs one class per op");
+      }
+      for (OpId id : dag.ops) op_class.push_back(options.keep_apart[At(id)]);
+    }
+    label = Coarsen(dag, options.max_groups, std::move(op_class));
     groups = label.empty() ? 0 : *std::max_element(label.begin(), label.end()) + 1;
   }
   return Finish(graph, dag, label, groups);

@@ -60,6 +60,11 @@ std::optional<GroupingMethod> ParseGroupingMethod(std::string_view name);
 struct GroupingOptions {
   GroupingMethod method = GroupingMethod::kCoarsen;
   int max_groups = 256;  // kCoarsen only; >= 1. The 2018 hierarchical planner used 256.
+  // kCoarsen only: per op id, a class (e.g. the device of a hand-crafted placement; -1 for none).
+  // Coarsening merges only ops of one class for as long as that still reduces the group count,
+  // so that the known placement stays expressible over the groups and the search can start from
+  // it; only then, if groups are still too many, classes mix.
+  std::vector<int> keep_apart;
 };
 
 // The one entry point for every grouping method. Deterministic: the same graph and options give

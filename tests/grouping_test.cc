@@ -302,3 +302,48 @@ TEST(GroupingTest, FingerprintTellsGroupingsApart) {
 
 }  // namespace
 }  // namespace placer::graph
+
+namespace placer::graph {
+namespace {
+
+// A layer-per-device placement (classes by layer, as the NMT expert's) stays expressible: every
+// group holds one class, and the group-level view of the placement is the placement itself.
+TEST(GroupingTest, KeepApartClassesStayInSeparateGroupsWhileTheyCan) {
+  const Graph nmt = BuildNmt({.batch_size = 2,
+                              .layers = 3,
+                              .source_steps = 6,
+                              .target_steps = 5,
+                              .hidden = 8,
+                              .embedding = 8,
+                              .source_vocab = 11,
+                              .target_vocab = 13});
+  Placement by_layer = Placement::AllOn(nmt, {"gpu0", "gpu1", "gpu2", "gpu3"}, 3);
+  for (OpId id : nmt.OpsInPhase(Phase::kForward)) {
+    const std::string& name = nmt.op(id).name;
+    for (int layer = 0; layer < 3; ++layer) {
+      if (name.find(fmt::format("/l{}/", layer)) != std::string::npos) {
+        by_layer.device_of_op[static_cast<size_t>(id)] = layer;
+      }
+    }
+  }
+  GroupingOptions options{GroupingMethod::kCoarsen, 24, by_layer.device_of_op};
+  const Grouping grouping = MakeGrouping(nmt, options);
+  EXPECT_LE(grouping.num_groups(), 24);
+  CheckGrouping(nmt, grouping);
+  for (const auto& members : grouping.members) {
+    for (OpId id : members) {
+      EXPECT_EQ(by_layer.device_of_op[static_cast<size_t>(id)],
+                by_layer.device_of_op[static_cast<size_t>(members.front())])
+          << nmt.op(id).name << " shares a group with " << nmt.op(members.front()).name;
+    }
+  }
+  EXPECT_EQ(ToPlacement(nmt, grouping, GroupDevices(nmt, grouping, by_layer), by_layer.devices)
+                .device_of_op,
+            by_layer.device_of_op);
+  // Fewer groups than classes allow: classes mix, and the bound still holds.
+  options.max_groups = 2;
+  EXPECT_LE(MakeGrouping(nmt, options).num_groups(), 2);
+}
+
+}  // namespace
+}  // namespace placer::graph
