@@ -126,7 +126,9 @@ TensorMap SyntheticBatch(const graph::Graph& graph, uint64_t seed) {
 struct Executor::Impl {
   static constexpr int kHost = -1;
 
-  const graph::Graph& graph;
+  // A copy, not a reference: a worker abandoned inside a hung op outlives the caller's graph
+  // (ASan caught the returning op reading a graph its test had freed).
+  const graph::Graph graph;
   DeviceSet devices;
   graph::Placement placement;
   ExecutorOptions options;

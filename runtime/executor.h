@@ -55,8 +55,8 @@ struct ExecutorOptions {
 
 class Executor {
  public:
-  // `graph` must outlive the executor. Parameters are copied from `parameters` (host or any
-  // device) to the device of the op that owns each one.
+  // The executor keeps its own copy of `graph`. Parameters are copied from `parameters` (host or
+  // any device) to the device of the op that owns each one.
   Executor(const graph::Graph& graph, DeviceSet devices, graph::Placement placement,
            const TensorMap& parameters, ExecutorOptions options = {});
   ~Executor();
@@ -66,8 +66,8 @@ class Executor {
   // One training step on `batch` (host tensors, one per graph input). Throws StepFailure; after a
   // failure the executor is still usable, unless an op did not return within the time limit plus
   // ExecutorOptions::abandon_grace_seconds: then it is abandoned, and so is the executor (its
-  // workers and state are leaked rather than freed under a thread that may still use them, so
-  // the graph must outlive the process's use of it). `time_limit_seconds` bounds the step.
+  // workers and state, a copy of the graph included, are leaked rather than freed under a thread
+  // that may still use them). `time_limit_seconds` bounds the step.
   StepResult RunStep(const TensorMap& batch,
                      double time_limit_seconds = std::numeric_limits<double>::infinity());
 
