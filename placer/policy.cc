@@ -60,10 +60,13 @@ at::Tensor PolicyImpl::Sample(const at::Tensor& type_ids, const at::Tensor& feat
   const int64_t groups = type_ids.size(0);
   auto [encoded, keys] = Encode(type_ids, features);
   // The decoder LSTM's own weights, one step at a time.
-  const at::Tensor& w_ih = decoder_->named_parameters()["weight_ih_l0"];
-  const at::Tensor& w_hh = decoder_->named_parameters()["weight_hh_l0"];
-  const at::Tensor& b_ih = decoder_->named_parameters()["bias_ih_l0"];
-  const at::Tensor& b_hh = decoder_->named_parameters()["bias_hh_l0"];
+  // Handles, not references: named_parameters() returns a temporary dictionary (a reference into
+  // it dangled; AddressSanitizer caught it).
+  const auto parameters = decoder_->named_parameters();
+  const at::Tensor w_ih = parameters["weight_ih_l0"];
+  const at::Tensor w_hh = parameters["weight_hh_l0"];
+  const at::Tensor b_ih = parameters["bias_ih_l0"];
+  const at::Tensor b_hh = parameters["bias_hh_l0"];
   at::Tensor h = at::zeros({k, options_.hidden_size});
   at::Tensor c = at::zeros({k, options_.hidden_size});
   at::Tensor previous = at::full({k}, num_devices_, at::kLong);

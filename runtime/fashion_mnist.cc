@@ -99,8 +99,10 @@ ImageDataset LoadIdx(const std::filesystem::path& images, const std::filesystem:
   if (data.rows == 0 || data.cols == 0) {
     image_file.Fail(fmt::format("bad image size {}x{}", data.rows, data.cols));
   }
-  // Each factor is < 2^32, so the first product fits; the second only runs once it is <= 10^8.
-  if (data.rows * data.cols > kMaxPixels || data.count * data.rows * data.cols > kMaxPixels) {
+  // Checked factor by factor so that no product overflows (UBSan caught 2^32 - 1 squared): rows
+  // and columns <= 10^8 make their product fit, and count < 2^32 times a product <= 10^8 fits.
+  if (data.rows > kMaxPixels || data.cols > kMaxPixels || data.rows * data.cols > kMaxPixels ||
+      data.count * data.rows * data.cols > kMaxPixels) {
     image_file.Fail(
         fmt::format("{} images of {}x{} exceed the limit of {} pixels (corrupt header?)",
                     data.count, data.rows, data.cols, kMaxPixels));
