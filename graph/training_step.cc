@@ -139,7 +139,7 @@ std::map<TensorId, TensorId> BucketedAllReduce(Graph& graph,
       base[m] = graph.tensor(bucket[0][m]).name + ".allreduce";
       std::vector<TensorId> flats;
       for (const auto& ring : bucket) {
-        const Tensor& param = graph.tensor(ring[m]);
+        const Tensor param = graph.tensor(ring[m]);  // a copy: AddGradientOp adds tensors
         TensorId grad = summed.at(ring[m]);
         if (param.shape.size() != 1) {
           Attributes reshape;
@@ -168,7 +168,7 @@ std::map<TensorId, TensorId> BucketedAllReduce(Graph& graph,
             AddGradientOp(graph, base[m] + "/unpack", op_types::kSplit, {all[m]}, split, owner[m]);
       }
       for (size_t k = 0; k < bucket.size(); ++k) {
-        const Tensor& param = graph.tensor(bucket[k][m]);
+        const Tensor param = graph.tensor(bucket[k][m]);  // a copy, as above
         TensorId grad = parts[k];
         if (param.shape.size() != 1) {
           Attributes reshape;
@@ -296,12 +296,14 @@ void AppendBackwardAndUpdate(Graph& graph, double learning_rate,
         summed[param] = own[0];
         continue;
       }
-      const Tensor& p = graph.tensor(param);
-      TensorId sum = graph.AddTensor(Tensor{.name = p.name + ".grad",
-                                            .shape = p.shape,
+      // Copies: AddTensor may move the graph's tensors.
+      const std::string name = graph.tensor(param).name;
+      const Shape shape = graph.tensor(param).shape;
+      TensorId sum = graph.AddTensor(Tensor{.name = name + ".grad",
+                                            .shape = shape,
                                             .dtype = DType::kFloat32,
                                             .kind = TensorKind::kGradient});
-      Op add{.name = p.name + ".grad_sum",
+      Op add{.name = name + ".grad_sum",
              .type = op_types::kAddN,
              .phase = Phase::kBackward,
              .inputs = own,
