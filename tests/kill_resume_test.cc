@@ -58,6 +58,12 @@ int Wait(pid_t pid) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// A directory of this test process's own: two runs of the suite at once (CI and a developer's
+// sanitizer build did) must not delete each other's runs.
+fs::path TestRoot(const std::string& name) {
+  return fs::temp_directory_path() / (name + "." + std::to_string(getpid()));
+}
+
 fs::path WriteConfig(const fs::path& dir, int policy_steps = 150) {
   fs::create_directories(dir);
   fs::path config = dir / "search.yaml";
@@ -72,7 +78,7 @@ fs::path WriteConfig(const fs::path& dir, int policy_steps = 150) {
 }
 
 TEST(KillResumeTest, TwentyRandomKillsThenResumeEndLikeAnUninterruptedRun) {
-  fs::path root = fs::temp_directory_path() / "placer_kill_resume_test";
+  fs::path root = TestRoot("placer_kill_resume_test");
   fs::remove_all(root);
   fs::path reference = WriteConfig(root / "reference");
   ASSERT_EQ(Wait(Start({"search", "--config", reference.string()}, root / "reference.log")), 0)
@@ -106,7 +112,7 @@ TEST(KillResumeTest, TwentyRandomKillsThenResumeEndLikeAnUninterruptedRun) {
 }
 
 TEST(KillResumeTest, SigtermCheckpointsAndExitsThenResumeFinishes) {
-  fs::path root = fs::temp_directory_path() / "placer_sigterm_test";
+  fs::path root = TestRoot("placer_sigterm_test");
   fs::remove_all(root);
   fs::path config = WriteConfig(root);
   pid_t pid = Start({"search", "--config", config.string()}, root / "first.log");
@@ -137,7 +143,7 @@ std::map<std::string, std::string> Snapshot(const fs::path& dir) {
 }
 
 TEST(FaultsTest, AFullDiskStopsTheSearchWithAClearErrorAndKeepsEveryEarlierOutput) {
-  fs::path root = fs::temp_directory_path() / "placer_full_disk_test";
+  fs::path root = TestRoot("placer_full_disk_test");
   fs::remove_all(root);
   fs::path config = WriteConfig(root, /*policy_steps=*/6);
   ASSERT_EQ(Wait(Start({"search", "--config", config.string()}, root / "first.log")), 0)
@@ -169,7 +175,7 @@ TEST(FaultsTest, AFullDiskStopsTheSearchWithAClearErrorAndKeepsEveryEarlierOutpu
 }
 
 TEST(FaultsTest, AnOutputDirectoryThatCannotBeCreatedIsAClearErrorBeforeAnyWork) {
-  fs::path root = fs::temp_directory_path() / "placer_unwritable_test";
+  fs::path root = TestRoot("placer_unwritable_test");
   fs::remove_all(root);
   fs::create_directories(root);
   std::ofstream(root / "blocker") << "a file where the output directory should go\n";
