@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/timing.h"
 #include "graph/grouping.h"
 #include "graph/models.h"
 #include "graph/ops.h"
@@ -21,16 +22,8 @@
 namespace {
 
 using namespace placer::graph;
-using Clock = std::chrono::steady_clock;
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-double Seconds(Clock::time_point since) {
-  return std::chrono::duration<double>(Clock::now() - since).count();
-}
+using placer::bench::Clock;
+using placer::bench::Median;
 
 }  // namespace
 
@@ -57,10 +50,10 @@ int main(int argc, char** argv) {
     for (int r = 0; r < rounds; ++r) {
       auto start = Clock::now();
       grouping = MakeGrouping(graph, options);
-      grouping_s.push_back(Seconds(start));
+      grouping_s.push_back(placer::bench::SecondsSince(start));
       start = Clock::now();
       const GroupFeatures features = ComputeGroupFeatures(graph, grouping);
-      features_s.push_back(Seconds(start));
+      features_s.push_back(placer::bench::SecondsSince(start));
       if (features.values.empty()) return 1;
     }
     CheckGrouping(graph, grouping);

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/timing.h"
 #include "graph/data_parallel.h"
 #include "graph/models.h"
 #include "runtime/executor.h"
@@ -24,12 +25,8 @@
 namespace {
 
 using namespace placer;
-using Clock = std::chrono::steady_clock;
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
+using placer::bench::Clock;
+using placer::bench::Median;
 
 runtime::DeviceSet Workers(int count) {
   runtime::DeviceSet devices;

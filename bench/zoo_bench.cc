@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/timing.h"
 #include "graph/grouping.h"
 #include "graph/models.h"
 #include "graph/onnx_loader.h"
@@ -20,16 +21,8 @@
 namespace {
 
 using namespace placer::graph;
-using Clock = std::chrono::steady_clock;
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-double Seconds(Clock::time_point since) {
-  return std::chrono::duration<double>(Clock::now() - since).count();
-}
+using placer::bench::Clock;
+using placer::bench::Median;
 
 struct Model {
   std::string name;
@@ -67,13 +60,13 @@ int main(int argc, char** argv) {
     for (int r = 0; r < rounds; ++r) {
       auto start = Clock::now();
       graph = model.build();
-      build_s.push_back(Seconds(start));
+      build_s.push_back(placer::bench::SecondsSince(start));
       start = Clock::now();
       grouping = MakeGrouping(graph, {GroupingMethod::kCoarsen, 256});
-      group_s.push_back(Seconds(start));
+      group_s.push_back(placer::bench::SecondsSince(start));
       start = Clock::now();
       GroupFeatures features = ComputeGroupFeatures(graph, grouping);
-      feature_s.push_back(Seconds(start));
+      feature_s.push_back(placer::bench::SecondsSince(start));
     }
     const double b = Median(build_s) * 1e3, g = Median(group_s) * 1e3, f = Median(feature_s) * 1e3;
     fmt::print("| {} | {} ({}) | {} | {} | {:.1f} | {:.1f} | {:.1f} | {:.1f} |\n", model.name,
