@@ -19,6 +19,7 @@
 #include "graph/training_step.h"
 #include "runtime/executor.h"
 #include "tests/support.h"
+#include "tests/torch_support.h"
 
 namespace placer::runtime {
 namespace {
@@ -232,14 +233,7 @@ TensorMap ReferenceStep(const graph::Graph& g, const TensorMap& initial, const T
 
 void ExpectSameParameters(const TensorMap& actual, const TensorMap& expected,
                           const std::string& context) {
-  ASSERT_EQ(actual.size(), expected.size());
-  for (const auto& [name, value] : expected) {
-    ASSERT_TRUE(actual.count(name)) << name;
-    EXPECT_TRUE(at::allclose(actual.at(name), value, 1e-4, 1e-5))
-        << context << ": parameter " << name << " differs by "
-        << (actual.at(name) - value).abs().max().item<double>() << " (values up to "
-        << value.abs().max().item<double>() << ")";
-  }
+  test_support::ExpectSameParameters(actual, expected, context, /*atol=*/1e-5);
 }
 
 void CheckNetwork(const graph::Graph& g) {

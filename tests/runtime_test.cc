@@ -19,6 +19,7 @@
 #include "runtime/measured_evaluator.h"
 #include "runtime/trace.h"
 #include "tests/support.h"
+#include "tests/torch_support.h"
 
 namespace placer::runtime {
 namespace {
@@ -85,13 +86,7 @@ graph::Placement RandomPlacement(const graph::Graph& g, int devices, std::mt1993
 
 void ExpectSameParameters(const TensorMap& actual, const TensorMap& expected,
                           const std::string& context) {
-  ASSERT_EQ(actual.size(), expected.size());
-  for (const auto& [name, value] : expected) {
-    ASSERT_TRUE(actual.count(name)) << name;
-    EXPECT_TRUE(at::allclose(actual.at(name), value, 1e-4, 1e-6))
-        << context << ": parameter " << name << " differs by "
-        << (actual.at(name) - value).abs().max().item<double>();
-  }
+  test_support::ExpectSameParameters(actual, expected, context, /*atol=*/1e-6);
 }
 
 TEST(ExecutorTest, LeNetOnOneDeviceMatchesThePlainLibTorchStep) {
