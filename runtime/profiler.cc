@@ -9,7 +9,10 @@
 #include <chrono>
 #include <ctime>
 #include <map>
+#include <memory>
+#include <set>
 #include <thread>
+#include <utility>
 
 #ifdef PLACER_WITH_CUDA
 #include <c10/cuda/CUDAFunctions.h>
@@ -86,6 +89,52 @@ std::string Today() {
   return buffer;
 }
 
+// Copies between two CPU workers as the executor makes them, in real steps: the graph runs with
+// its forward ops alternating between `a` and `b` (in topological order), so that most tensors
+// cross, and every copy the executor traces is a sample for the direction it went. Fresh
+// destination memory, the allocator's behaviour when another thread frees it and caches the
+// producer left warm are all in these samples; a clone repeated in a loop sees none of them and
+// costs a third of what the same bytes cost in a step (bench/RESULTS.md). Fits each direction
+// from the median time of each copied tensor; a direction with fewer than two sizes is left out.
+std::map<std::pair<int, int>, sim::LinkSpec> FitLinksFromSteps(const graph::Graph& graph,
+                                                               const DeviceSet& devices, int a,
+                                                               int b, const TensorMap& parameters,
+                                                               const TensorMap& batch,
+                                                               const ProfileOptions& options) {
+  const std::vector<std::string> names = DeviceNames(devices);
+  graph::Placement alternating = graph::Placement::AllOn(graph, names, a);
+  int k = 0;
+  for (graph::OpId id : graph.TopologicalOrder()) {
+    if (graph.op(id).phase != graph::Phase::kForward) continue;
+    alternating.device_of_op[static_cast<size_t>(id)] = k++ % 2 == 0 ? a : b;
+  }
+  Executor executor(graph, devices, alternating, parameters, {.record_trace = true});
+  const std::string a_to_b = names[static_cast<size_t>(a)] + "->" + names[static_cast<size_t>(b)];
+  const std::string b_to_a = names[static_cast<size_t>(b)] + "->" + names[static_cast<size_t>(a)];
+  std::map<std::string, std::map<std::string, std::vector<double>>> times;  // lane, tensor
+  for (int step = 0; step < options.warmup_steps + options.timed_steps; ++step) {
+    StepResult r = executor.RunStep(batch);
+    if (step < options.warmup_steps) continue;
+    for (const TraceEvent& e : r.trace) {
+      if (e.lane == a_to_b || e.lane == b_to_a)
+        times[e.lane][e.name].push_back(e.duration_us * 1e-6);
+    }
+  }
+  std::map<std::pair<int, int>, sim::LinkSpec> links;
+  for (const auto& [lane, per_tensor] : times) {
+    std::vector<sim::TransferSample> samples;
+    std::set<int64_t> sizes;
+    for (const auto& [tensor, seconds] : per_tensor) {
+      const int64_t bytes = graph.tensor(*graph.FindTensor(tensor)).bytes();
+      samples.push_back({bytes, Median(seconds)});
+      sizes.insert(bytes);
+    }
+    if (sizes.size() < 2) continue;
+    links[lane == a_to_b ? std::pair{a, b} : std::pair{b, a}] = sim::FitLinkSpec(samples);
+  }
+  return links;
+}
+
 }  // namespace
 
 sim::ProfiledCostModel ProfileDevices(const graph::Graph& graph, const DeviceSet& devices,
@@ -100,27 +149,53 @@ sim::ProfiledCostModel ProfileDevices(const graph::Graph& graph, const DeviceSet
   const TensorMap parameters = InitializeParameters(graph, options.seed);
   TensorMap batch = SyntheticBatch(graph, options.seed + 1);
   const std::vector<std::string> names = DeviceNames(devices);
+  // Every device alone, with the thread budget it has in a placement. The devices take turns,
+  // step by step, so that a slow phase of a shared machine (another tenant's memory traffic)
+  // falls on all of them alike instead of on whichever was being profiled then.
+  std::vector<std::unique_ptr<Executor>> alone;
   for (size_t d = 0; d < devices.size(); ++d) {
-    // The device alone, with the thread budget it has in a placement.
-    DeviceSet alone = devices;
-    Executor executor(graph, alone, graph::Placement::AllOn(graph, names, static_cast<int>(d)),
-                      parameters, {.record_trace = true});
-    std::map<std::string, std::vector<double>> op_times;
-    for (int step = 0; step < options.warmup_steps + options.timed_steps; ++step) {
-      StepResult r = executor.RunStep(batch);
+    alone.push_back(std::make_unique<Executor>(
+        graph, devices, graph::Placement::AllOn(graph, names, static_cast<int>(d)), parameters,
+        ExecutorOptions{.record_trace = true}));
+  }
+  std::vector<std::map<std::string, std::vector<double>>> op_times(devices.size());
+  for (int step = 0; step < options.warmup_steps + options.timed_steps; ++step) {
+    for (size_t d = 0; d < devices.size(); ++d) {
+      StepResult r = alone[d]->RunStep(batch);
       if (step < options.warmup_steps) continue;
       for (const TraceEvent& e : r.trace) {
-        if (e.lane == devices[d].name) op_times[e.name].push_back(e.duration_us * 1e-6);
+        if (e.lane == devices[d].name) op_times[d][e.name].push_back(e.duration_us * 1e-6);
       }
     }
-    for (const auto& [op, times] : op_times)
-      profile.SetOpSeconds(op, devices[d].name, Median(times));
   }
-  for (const Device& to : devices) {
-    if (to.type == DeviceType::kCuda)
-      profile.SetLink(sim::kHostName, to.name, FitLink(nullptr, to));
-    for (const Device& from : devices) {
-      if (&from != &to) profile.SetLink(from.name, to.name, FitLink(&from, to));
+  alone.clear();
+  for (size_t d = 0; d < devices.size(); ++d) {
+    for (const auto& [op, times] : op_times[d]) {
+      profile.SetOpSeconds(op, devices[d].name, Median(times));
+    }
+  }
+  std::map<std::pair<int, int>, sim::LinkSpec> from_steps;
+  for (int a = 0; a < static_cast<int>(devices.size()); ++a) {
+    for (int b = a + 1; b < static_cast<int>(devices.size()); ++b) {
+      if (devices[static_cast<size_t>(a)].type == DeviceType::kCpu &&
+          devices[static_cast<size_t>(b)].type == DeviceType::kCpu) {
+        from_steps.merge(FitLinksFromSteps(graph, devices, a, b, parameters, batch, options));
+      }
+    }
+  }
+  for (size_t to = 0; to < devices.size(); ++to) {
+    if (devices[to].type == DeviceType::kCuda) {
+      profile.SetLink(sim::kHostName, devices[to].name, FitLink(nullptr, devices[to]));
+    }
+    for (size_t from = 0; from < devices.size(); ++from) {
+      if (from == to) continue;
+      // Between CPU workers, from the executor's own copies where the graph made enough of them;
+      // otherwise (and wherever a GPU takes part, whose copies the executor's trace times only
+      // as issued) copies of 4 KiB to 16 MiB, synchronised.
+      auto fitted = from_steps.find({static_cast<int>(from), static_cast<int>(to)});
+      profile.SetLink(
+          devices[from].name, devices[to].name,
+          fitted != from_steps.end() ? fitted->second : FitLink(&devices[from], devices[to]));
     }
   }
   return profile;

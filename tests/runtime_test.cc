@@ -17,6 +17,7 @@
 #include "graph/placement.h"
 #include "runtime/executor.h"
 #include "runtime/measured_evaluator.h"
+#include "runtime/profiler.h"
 #include "runtime/trace.h"
 #include "tests/support.h"
 #include "tests/torch_support.h"
@@ -290,6 +291,28 @@ TEST(MeasuredEvaluatorTest, TimeLimitMakesThePlacementInvalid) {
   EvaluationResult r = evaluator.Evaluate(graph::Placement::AllOn(g, {"cpu:0"}, 0));
   EXPECT_FALSE(r.valid);
   EXPECT_THAT(r.invalid_reason, HasSubstr("time limit"));
+}
+
+TEST(ProfilerTest, TimesEveryOpOnEveryWorkerAndFitsBothDirectionsFromRealCopies) {
+  graph::Graph g = graph::BuildLeNet({.batch_size = 16});
+  const DeviceSet devices = CpuWorkers(2);
+  sim::ProfiledCostModel profile =
+      ProfileDevices(g, devices, {.warmup_steps = 1, .timed_steps = 3, .model_name = "lenet"});
+  for (graph::OpId id = 0; id < g.num_ops(); ++id) {
+    for (const Device& device : devices) {
+      std::optional<double> seconds = profile.FindOpSeconds(g.op(id).name, device.name);
+      ASSERT_TRUE(seconds.has_value()) << g.op(id).name << " on " << device.name;
+      EXPECT_GT(*seconds, 0.0) << g.op(id).name << " on " << device.name;
+    }
+  }
+  // The alternating placement copies LeNet's activations and gradients of several sizes each way:
+  // both directions are fitted, and a copy costs more the more bytes it moves.
+  for (auto [from, to] : {std::pair{"cpu:0", "cpu:1"}, std::pair{"cpu:1", "cpu:0"}}) {
+    std::optional<sim::LinkSpec> link = profile.FindLink(from, to);
+    ASSERT_TRUE(link.has_value()) << from << "->" << to;
+    EXPECT_GT(link->seconds_per_byte, 0.0) << from << "->" << to;
+    EXPECT_GE(link->latency_seconds, 0.0) << from << "->" << to;
+  }
 }
 
 TEST(SummariseSamplesTest, MedianOfOddAndEvenCounts) {
