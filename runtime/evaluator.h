@@ -13,7 +13,7 @@ namespace placer::runtime {
 
 struct DeviceStats {
   std::string device;
-  double busy_seconds = 0;  // time spent running ops in one step
+  double busy_seconds = 0;  // time spent running ops in one step (a GPU's: on its stream)
   int64_t peak_memory_bytes = 0;
 };
 

@@ -444,11 +444,17 @@ struct Executor::Impl {
         producer_done->block(*streams[static_cast<size_t>(stream_device)]);
       }
       at::Tensor copy;
-      if (IsCuda(to)) {
-        copy = value.to(TorchDevice(dst), /*non_blocking=*/true, /*copy=*/true);
-      } else {
-        copy = at::empty(value.sizes(), value.options().device(at::kCPU).pinned_memory(true));
-        copy.copy_(value, /*non_blocking=*/true);
+      try {
+        if (IsCuda(to)) {
+          copy = value.to(TorchDevice(dst), /*non_blocking=*/true, /*copy=*/true);
+        } else {
+          copy = at::empty(value.sizes(), value.options().device(at::kCPU).pinned_memory(true));
+          copy.copy_(value, /*non_blocking=*/true);
+        }
+      } catch (const c10::OutOfMemoryError& e) {
+        // The sender's worker issues the copy, but the memory that ran out is the destination's.
+        throw StepFailure(
+            fmt::format("out of memory on {}: {}", dst.name, e.what_without_backtrace()));
       }
       if (IsCuda(from)) {
         c10::cuda::CUDACachingAllocator::recordStream(value.storage().data_ptr(),
@@ -619,6 +625,24 @@ struct Executor::Impl {
 #endif
     DeviceQueue& q = *queues[static_cast<size_t>(device)];
     double busy_seconds = 0;
+#ifdef PLACER_WITH_CUDA
+    // A GPU's ops return once launched, so the host's clock times the launches only: its ops are
+    // timed on the stream instead, by events around each one, read after the step's
+    // synchronisation. `reference` marks the stream's start, for the trace's start times.
+    struct StreamTimed {
+      size_t trace_index;  // into trace_per_device[device], or kUntraced
+      std::unique_ptr<at::cuda::CUDAEvent> start, end;
+    };
+    constexpr size_t kUntraced = std::numeric_limits<size_t>::max();
+    std::vector<StreamTimed> stream_timed;
+    std::unique_ptr<at::cuda::CUDAEvent> reference;
+    double reference_us = 0;
+    if (IsCuda(device)) {
+      reference = std::make_unique<at::cuda::CUDAEvent>(cudaEventDefault);
+      reference->record(*streams[static_cast<size_t>(device)]);
+      reference_us = Seconds(step_start, Clock::now()) * 1e6;
+    }
+#endif
     try {
       // The minibatch comes from host memory: CPU workers read it in place, GPUs copy it.
       for (TensorId t : q.loads) {
@@ -650,6 +674,13 @@ struct Executor::Impl {
           q.ready.pop();
         }
         auto begin = Clock::now();
+#ifdef PLACER_WITH_CUDA
+        std::unique_ptr<at::cuda::CUDAEvent> op_start;
+        if (IsCuda(device)) {
+          op_start = std::make_unique<at::cuda::CUDAEvent>(cudaEventDefault);
+          op_start->record(*streams[static_cast<size_t>(device)]);
+        }
+#endif
         running[static_cast<size_t>(device)] = id;
         RunOp(id, device);
         running[static_cast<size_t>(device)] = graph::kNoOp;
@@ -660,6 +691,16 @@ struct Executor::Impl {
               {devices[static_cast<size_t>(device)].name, graph.op(id).name,
                Seconds(step_start, begin) * 1e6, Seconds(begin, end) * 1e6});
         }
+#ifdef PLACER_WITH_CUDA
+        if (IsCuda(device)) {
+          auto op_end = std::make_unique<at::cuda::CUDAEvent>(cudaEventDefault);
+          op_end->record(*streams[static_cast<size_t>(device)]);
+          stream_timed.push_back({options.record_trace
+                                      ? trace_per_device[static_cast<size_t>(device)].size() - 1
+                                      : kUntraced,
+                                  std::move(op_start), std::move(op_end)});
+        }
+#endif
         if (completed.fetch_add(1) + 1 == ops_to_run) {
           for (auto& other : queues) {
             { std::lock_guard lock(other->mutex); }
@@ -668,7 +709,18 @@ struct Executor::Impl {
         }
       }
 #ifdef PLACER_WITH_CUDA
-      if (IsCuda(device)) streams[static_cast<size_t>(device)]->synchronize();
+      if (IsCuda(device)) {
+        streams[static_cast<size_t>(device)]->synchronize();
+        busy_seconds = 0;
+        for (const StreamTimed& timed : stream_timed) {
+          const double ms = timed.start->elapsed_time(*timed.end);
+          busy_seconds += ms * 1e-3;
+          if (timed.trace_index == kUntraced) continue;
+          TraceEvent& event = trace_per_device[static_cast<size_t>(device)][timed.trace_index];
+          event.start_us = reference_us + reference->elapsed_time(*timed.start) * 1e3;
+          event.duration_us = ms * 1e3;
+        }
+      }
 #endif
     } catch (const c10::OutOfMemoryError& e) {
       Fail(fmt::format("out of memory on {}: {}", devices[static_cast<size_t>(device)].name,

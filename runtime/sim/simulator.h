@@ -34,8 +34,9 @@
 //   then, a GPU copy when it is issued).
 // - busy_seconds and a device lane's op events cover what the executor's RunOp covers on a CPU
 //   worker: the op plus the copies its worker then issues itself (clones, GPU-to-CPU copies); the
-//   step-start loads and parameter pushes are not counted, as in the executor. On a GPU the
-//   executor can only time the host's launches; the simulator counts the stream's time instead.
+//   step-start loads and parameter pushes are not counted, as in the executor. On a GPU both
+//   count the stream's time (the executor reads it from events around each op); copies into a
+//   GPU, which run on its stream, are not in its op events in either.
 // - Simultaneous events resolve in a fixed order (all that end at one instant, in the order they
 //   were scheduled; then idle devices pick, by index), where the executor's threads race; so the
 //   simulation is deterministic.
