@@ -410,6 +410,13 @@ struct Executor::Impl {
     }
   }
 
+  // An op's output (or a parameter at the step's start), produced by `device`'s worker: copied to
+  // every other device that reads it, then made available on `device` itself.
+  void PublishOutput(TensorId t, int device, at::Tensor value) {
+    PushCopies(t, device, value, remote[static_cast<size_t>(t)]);
+    Publish(t, device, std::move(value));
+  }
+
   // Copies `value` (on `from`, or host memory) to each device in `to` and publishes it there.
   void PushCopies(TensorId t, int from, const at::Tensor& value, const std::vector<int>& to) {
     for (int d : to) {
@@ -501,11 +508,7 @@ struct Executor::Impl {
       at::NoGradGuard no_grad;
       std::vector<at::Tensor> outputs =
           RunForwardKernel(op, inputs, TorchDevice(devices[static_cast<size_t>(device)]));
-      for (size_t k = 0; k < outputs.size(); ++k) {
-        TensorId t = op.outputs[k];
-        PushCopies(t, device, outputs[k], remote[static_cast<size_t>(t)]);
-        Publish(t, device, std::move(outputs[k]));
-      }
+      for (size_t k = 0; k < outputs.size(); ++k) PublishOutput(op.outputs[k], device, outputs[k]);
     } else if (op.phase == Phase::kBackward) {
       RunBackward(id, device, inputs);
     } else {
@@ -545,8 +548,7 @@ struct Executor::Impl {
       TensorId t = op.outputs[k];
       at::Tensor value = outputs[k].detach();
       if (op.type == graph::op_types::kSoftmaxCrossEntropy) losses[static_cast<size_t>(id)] = value;
-      PushCopies(t, device, value, remote[static_cast<size_t>(t)]);
-      Publish(t, device, std::move(value));
+      PublishOutput(t, device, std::move(value));
     }
   }
 
@@ -575,10 +577,8 @@ struct Executor::Impl {
         torch::autograd::grad(roots, state.leaves, root_grads, /*retain_graph=*/false,
                               /*create_graph=*/false, /*allow_unused=*/true);
     for (size_t i = 0; i < op.outputs.size(); ++i) {
-      at::Tensor grad = grads[i].defined() ? grads[i] : at::zeros_like(state.leaves[i]);
-      TensorId t = op.outputs[i];
-      PushCopies(t, device, grad, remote[static_cast<size_t>(t)]);
-      Publish(t, device, std::move(grad));
+      PublishOutput(op.outputs[i], device,
+                    grads[i].defined() ? grads[i] : at::zeros_like(state.leaves[i]));
     }
   }
 
@@ -657,8 +657,7 @@ struct Executor::Impl {
         if (home[static_cast<size_t>(t)] != device) continue;
         const at::Tensor& value = values[static_cast<size_t>(t)][static_cast<size_t>(device)];
         uses_left[static_cast<size_t>(t)][static_cast<size_t>(device)] = 0;
-        PushCopies(t, device, value, remote[static_cast<size_t>(t)]);
-        Publish(t, device, value);
+        PublishOutput(t, device, value);
       }
       {
         std::lock_guard lock(q.mutex);
