@@ -36,7 +36,10 @@ pid_t Start(const std::vector<std::string>& args, const fs::path& log, rlim_t ma
       rlimit limit{max_file_bytes, max_file_bytes};
       setrlimit(RLIMIT_FSIZE, &limit);
     }
-    FILE* out = std::freopen(log.c_str(), "w", stdout);
+    // Both in append mode: with separate offsets, stdout's buffered lines would overwrite what
+    // stderr wrote meanwhile.
+    ::unlink(log.c_str());
+    FILE* out = std::freopen(log.c_str(), "a", stdout);
     FILE* err = std::freopen(log.c_str(), "a", stderr);
     (void)out;
     (void)err;
