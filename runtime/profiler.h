@@ -18,11 +18,11 @@ struct ProfileOptions {
 };
 
 // Runs the whole step on each device alone (so ops are timed without contention from a placement),
-// the devices taking turns step by step. Copies between two CPU workers are fitted from the
-// executor's own copies in steps whose forward ops alternate between the two; copies that involve
-// a GPU (and CPU pairs whose graph crosses with fewer than two tensor sizes) from synchronised
-// copies of 4 KiB to 16 MiB, host memory to each GPU included. Throws StepFailure when the step
-// cannot run on a device.
+// the devices taking turns in blocks of a few steps. Copies between two CPU workers are fitted from
+// the executor's own copies in steps whose forward ops alternate between the two; copies that
+// involve a GPU (and CPU pairs whose graph crosses with fewer than two tensor sizes) from
+// synchronised copies of 4 KiB to 16 MiB, host memory to each GPU included. Throws StepFailure when
+// the step cannot run on a device.
 sim::ProfiledCostModel ProfileDevices(const graph::Graph& graph, const DeviceSet& devices,
                                       const ProfileOptions& options);
 
