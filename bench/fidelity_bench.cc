@@ -133,7 +133,7 @@ void Run(const std::string& name, const graph::Graph& g, int placements, int rou
     measured_odd.push_back(median_of(odd.empty() ? even : odd));
     if (detail != nullptr) {
       const runtime::EvaluationResult& m = results.front();
-      fmt::print(detail, "{},{},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{},{}\n", name, p,
+      fmt::print(detail, "\"{}\",{},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{},{}\n", name, p,
                  sims[p].step_seconds, measured_all.back(), BusyOn(sims[p], names[0]),
                  BusyOn(sims[p], names[1]), BusyOn(m, names[0]), BusyOn(m, names[1]),
                  TransferredBytes(sims[p]), TransferredBytes(m));
