@@ -15,6 +15,7 @@
 #include <numeric>
 #include <random>
 
+#include "bench/timing.h"
 #include "graph/models.h"
 #include "runtime/measured_evaluator.h"
 #include "runtime/profiler.h"
@@ -108,10 +109,6 @@ void Run(const std::string& name, const graph::Graph& g, int placements, int rou
   std::vector<double> sim_times, measured_all, measured_even, measured_odd;
   // Copies alone: simulated seconds over the executor's own, per placement that copies at all.
   std::vector<double> copy_ratios;
-  auto median_of = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.size() % 2 == 1 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-  };
   for (size_t p = 0; p < n; ++p) {
     const auto& results = rounds_of[p];
     bool valid = sims[p].valid;
@@ -123,14 +120,14 @@ void Run(const std::string& name, const graph::Graph& g, int placements, int rou
       all.push_back(results[r].step_seconds);
       (r % 2 == 0 ? even : odd).push_back(results[r].step_seconds);
     }
-    measured_all.push_back(median_of(all));
+    measured_all.push_back(bench::Median(all));
     std::vector<double> copy_seconds;
     for (const auto& r : results) copy_seconds.push_back(TransferSeconds(r));
-    if (median_of(copy_seconds) > 0) {
-      copy_ratios.push_back(TransferSeconds(sims[p]) / median_of(copy_seconds));
+    if (bench::Median(copy_seconds) > 0) {
+      copy_ratios.push_back(TransferSeconds(sims[p]) / bench::Median(copy_seconds));
     }
-    measured_even.push_back(median_of(even));
-    measured_odd.push_back(median_of(odd.empty() ? even : odd));
+    measured_even.push_back(bench::Median(even));
+    measured_odd.push_back(bench::Median(odd.empty() ? even : odd));
     if (detail != nullptr) {
       const runtime::EvaluationResult& m = results.front();
       fmt::print(detail, "\"{}\",{},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{},{}\n", name, p,
@@ -153,7 +150,7 @@ void Run(const std::string& name, const graph::Graph& g, int placements, int rou
       Spearman(measured_even, measured_odd),
       1e3 * *std::min_element(measured_all.begin(), measured_all.end()),
       1e3 * *std::max_element(measured_all.begin(), measured_all.end()),
-      copy_ratios.empty() ? 0.0 : median_of(copy_ratios));
+      copy_ratios.empty() ? 0.0 : bench::Median(copy_ratios));
   std::fflush(stdout);
 }
 
