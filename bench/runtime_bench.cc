@@ -4,12 +4,14 @@
 //   concurrency:  two independent heavy branches split over cpu:0 and cpu:1 (1 thread each) vs
 //                 all on cpu:0                                         target >= 1.6x faster
 //   data parallel: LeNet, batch 256, on 2 one-thread workers vs 1
+//   overhead on cuda:0, where a GPU is: the executor vs the plain step there  target <= 1.10x
 // Usage: runtime_bench [rounds=5]
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
 #include <fmt/format.h>
 #include <torch/csrc/autograd/autograd.h>
+#include <torch/cuda.h>
 
 #include <algorithm>
 #include <chrono>
@@ -36,29 +38,37 @@ runtime::DeviceSet Workers(int count) {
   return devices;
 }
 
-// The d2l LeNet step written directly in LibTorch, on one thread: median seconds of `steps`.
-double PlainLeNetStepSeconds(const graph::Graph& g, int warmup, int steps) {
+// The d2l LeNet step written directly in LibTorch, on one thread (CPU) or on `device`: median
+// seconds of `steps`. On a GPU the minibatch starts in pinned host memory and is copied in, and
+// the step ends with the device synchronised, as the executor's timed step does.
+double PlainLeNetStepSeconds(const graph::Graph& g, int warmup, int steps,
+                             at::Device device = at::kCPU) {
   runtime::TensorMap p = runtime::InitializeParameters(g, 0);
   runtime::TensorMap batch = runtime::SyntheticBatch(g, 1);
+  if (device.is_cuda()) {
+    for (auto& [name, tensor] : batch) tensor = tensor.pin_memory();
+  }
   std::vector<std::string> names = {"conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias",
                                     "fc1.weight",   "fc1.bias",   "fc2.weight",   "fc2.bias"};
   std::vector<at::Tensor> params;
-  for (const auto& name : names) params.push_back(p.at(name).requires_grad_(true));
+  for (const auto& name : names) params.push_back(p.at(name).to(device).requires_grad_(true));
   std::vector<double> times;
   for (int step = 0; step < warmup + steps; ++step) {
     auto begin = Clock::now();
-    at::Tensor h = at::conv2d(batch.at("images"), params[0], params[1]);
+    at::Tensor images = batch.at("images").to(device, /*non_blocking=*/true);
+    at::Tensor labels = batch.at("labels").to(device, /*non_blocking=*/true);
+    at::Tensor h = at::conv2d(images, params[0], params[1]);
     h = at::avg_pool2d(at::relu(h), {2, 2}, {2, 2});
     h = at::conv2d(h, params[2], params[3]);
     h = at::avg_pool2d(at::relu(h), {2, 2}, {2, 2});
     h = at::relu(at::linear(h.flatten(1), params[4], params[5]));
-    at::Tensor loss =
-        at::cross_entropy_loss(at::linear(h, params[6], params[7]), batch.at("labels"));
+    at::Tensor loss = at::cross_entropy_loss(at::linear(h, params[6], params[7]), labels);
     std::vector<at::Tensor> grads = torch::autograd::grad({loss}, params);
     {
       at::NoGradGuard no_grad;
       for (size_t i = 0; i < params.size(); ++i) params[i].sub_(grads[i], 0.2);
     }
+    if (device.is_cuda()) torch::cuda::synchronize(device.index());
     if (step >= warmup)
       times.push_back(std::chrono::duration<double>(Clock::now() - begin).count());
   }
@@ -125,5 +135,20 @@ int main(int argc, char** argv) {
   row("overhead: executor 1 worker (A) / plain LibTorch (B)", executor, plain, overhead);
   row("concurrency: MLP all on cpu:0 (A) / split over 2 (B)", together, split, speedup);
   row("data parallel: LeNet 1 worker (A) / 2 workers (B)", data1, data2, dp_speedup);
+
+  // The overhead on a GPU, where there is one: every op on cuda:0 against the plain step there.
+  if (!torch::cuda::is_available()) {
+    fmt::print("overhead on cuda:0: not measured, no GPU\n");
+    return 0;
+  }
+  const runtime::DeviceSet gpu = {{"cuda:0", runtime::DeviceType::kCuda, 0, 1, 0}};
+  std::vector<double> gpu_plain, gpu_executor, gpu_overhead;
+  for (int round = 0; round < rounds; ++round) {
+    gpu_plain.push_back(PlainLeNetStepSeconds(lenet, 3, 5, at::Device(at::kCUDA, 0)));
+    gpu_executor.push_back(Measure(lenet, gpu, graph::Placement::AllOn(lenet, {"cuda:0"}, 0), 5));
+    gpu_overhead.push_back(gpu_executor.back() / gpu_plain.back());
+  }
+  row("overhead: executor on cuda:0 (A) / plain LibTorch there (B)", gpu_executor, gpu_plain,
+      gpu_overhead);
   return 0;
 }

@@ -218,10 +218,11 @@ cuda_tests() {
   "$BUILD/tests/cuda_test" --gtest_color=no --gtest_output="xml:$OUT_DIR/cuda_test.xml"
 }
 
-build_placer() { cmake --build "$BUILD" --target placer -j "$JOBS"; }
+build_placer() { cmake --build "$BUILD" --target placer runtime_bench -j "$JOBS"; }
 
-# The GPU benchmarks: bench/'s programs place on CPU workers only, so the GPU numbers come from the
-# placer program itself on LeNet (the d2l chapter's batch of 256) over cpu:0 (8 threads) + cuda:0.
+# The GPU benchmarks: runtime_bench (its CPU ratios, then the executor's overhead on cuda:0 against
+# the plain LibTorch step there), and the placer program itself on LeNet (the d2l chapter's batch
+# of 256) over cpu:0 (8 threads) + cuda:0.
 benchmarks() {
   local placer="$BUILD/placer" config="$BENCH_DIR/lenet_gpu.yaml" rc=0
   rm -rf "$BENCH_DIR"
@@ -265,6 +266,12 @@ EOF
       echo "!!! placer $* failed: exit code $?"
       rc=1
     }
+  }
+  echo
+  echo "---- runtime_bench 5 ----"
+  timeout 120 "$BUILD/bench/runtime_bench" 5 || {
+    echo "!!! runtime_bench failed: exit code $?"
+    rc=1
   }
   run 60 evaluate --config "$config" --device cuda:0 --trace "$OUT_DIR/lenet_cuda0_trace.json"
   run 60 evaluate --config "$config" --device cpu:0
