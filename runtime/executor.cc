@@ -331,8 +331,14 @@ struct Executor::Impl {
                                       graph::ToString(tensor.shape)));
       }
       int d = home[static_cast<size_t>(t)];
-      values[static_cast<size_t>(t)][static_cast<size_t>(d)] =
-          it->second.to(TorchDevice(devices[static_cast<size_t>(d)]), at::kFloat, false, true);
+      try {
+        values[static_cast<size_t>(t)][static_cast<size_t>(d)] =
+            it->second.to(TorchDevice(devices[static_cast<size_t>(d)]), at::kFloat, false, true);
+      } catch (const c10::OutOfMemoryError& e) {
+        throw StepFailure(fmt::format("out of memory on {} loading parameter '{}': {}",
+                                      devices[static_cast<size_t>(d)].name, tensor.name,
+                                      e.what_without_backtrace()));
+      }
       param_bytes[static_cast<size_t>(d)] += tensor.bytes();
     }
   }
