@@ -115,16 +115,15 @@ void Run(const std::string& name, const graph::Graph& g, int placements, int rou
     for (const auto& r : results) valid = valid && r.valid;
     if (!valid) continue;
     sim_times.push_back(sims[p].step_seconds);
-    std::vector<double> all, even, odd;
+    std::vector<double> all, even, odd, copy_seconds;
     for (size_t r = 0; r < results.size(); ++r) {
       all.push_back(results[r].step_seconds);
       (r % 2 == 0 ? even : odd).push_back(results[r].step_seconds);
+      copy_seconds.push_back(TransferSeconds(results[r]));
     }
     measured_all.push_back(bench::Median(all));
-    std::vector<double> copy_seconds;
-    for (const auto& r : results) copy_seconds.push_back(TransferSeconds(r));
-    if (bench::Median(copy_seconds) > 0) {
-      copy_ratios.push_back(TransferSeconds(sims[p]) / bench::Median(copy_seconds));
+    if (const double measured_copies = bench::Median(copy_seconds); measured_copies > 0) {
+      copy_ratios.push_back(TransferSeconds(sims[p]) / measured_copies);
     }
     measured_even.push_back(bench::Median(even));
     measured_odd.push_back(bench::Median(odd.empty() ? even : odd));
