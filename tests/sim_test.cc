@@ -55,8 +55,8 @@ std::vector<std::string> Names(const DeviceSet& devices) {
   return names;
 }
 
-// Fixed op times by op name (others take `default_seconds`) and one link for every channel; CPU
-// workers read the minibatch for free, as in the executor.
+// Fixed op times by op name (others take `default_seconds`) and one link for every channel, its
+// receive cost included; CPU workers read the minibatch for free, as in the executor.
 class FixedCostModel : public CostModel {
  public:
   FixedCostModel(std::map<std::string, double> op_seconds, LinkSpec link,
@@ -70,6 +70,9 @@ class FixedCostModel : public CostModel {
   double TransferSeconds(int64_t bytes, const Device* from, const Device& to) const override {
     if (from == nullptr && to.type == DeviceType::kCpu) return 0;
     return link_.Seconds(bytes);
+  }
+  double ReceiveSecondsPerByte(const Device&, const Device&) const override {
+    return link_.receive_seconds_per_byte;
   }
 
  private:
@@ -157,6 +160,38 @@ TEST(SimulatorTest, AChainSplitOverTwoDevicesPaysOneTransferPerCrossing) {
   EXPECT_THAT(Lane(r, "cpu:1->cpu:0"), ElementsAre(Span{"b", 4.5e6, 1.5e6}));
   EXPECT_THAT(Lane(r, kCpu0), ElementsAre(Span{"a", 0, 2.5e6}, Span{"c", 6e6, 3e6}));
   EXPECT_THAT(Lane(r, kCpu1), ElementsAre(Span{"b", 2.5e6, 3.5e6}));
+}
+
+TEST(SimulatorTest, AnOpReadingATensorFromAnotherDevicePaysTheLinksReceiveCost) {
+  Graph g = Chain();
+  DeviceSet devices = {Cpu(0), Cpu(1)};
+  LinkSpec link = kOneAndAHalfSecondLink;
+  link.receive_seconds_per_byte = 1.0 / 16;  // 1 s for a tensor of 16 bytes
+  FixedCostModel costs({{"a", 1}, {"b", 2}, {"c", 3}}, link);
+  SimulationResult r = Simulator(g, devices, costs).Simulate(Place(g, devices, {{"b", 1}}), true);
+  ASSERT_TRUE(r.valid) << r.invalid_reason;
+  // a [0,1]; clone [1,2.5]; b reads a's copy: 2 + 1 [2.5,5.5]; clone back [5.5,7]; c 3 + 1.
+  EXPECT_DOUBLE_EQ(r.step_seconds, 11);
+  EXPECT_THAT(r.busy_seconds, ElementsAre(1 + 1.5 + 4, 3 + 1.5));
+  EXPECT_THAT(Lane(r, kCpu1), ElementsAre(Span{"b", 2.5e6, 4.5e6}));
+  // The same ops on one device pay nothing: their inputs never crossed, and the minibatch is read
+  // where it lies.
+  EXPECT_DOUBLE_EQ(Simulator(g, devices, costs).Simulate(Place(g, devices, {}, 1)).step_seconds, 6);
+}
+
+TEST(SimulatorTest, OnlyTheInputsThatCrossedPayTheReceiveCost) {
+  Graph g;
+  ModelBuilder b(g);
+  TensorId x = b.Input("x", {4});
+  b.Apply("join", graph::op_types::kAdd, {b.Relu("left", x), b.Relu("right", x)});
+  DeviceSet devices = {Cpu(0), Cpu(1)};
+  FixedCostModel costs(
+      {{"left", 2}, {"right", 3}, {"join", 1}},
+      {.seconds_per_byte = 0, .latency_seconds = 1.5, .receive_seconds_per_byte = 0.5 / 16});
+  SimulationResult r = Simulator(g, devices, costs).Simulate(Place(g, devices, {{"right", 1}}));
+  ASSERT_TRUE(r.valid) << r.invalid_reason;
+  // join reads left on its own device and right's copy: 1 + 0.5, after right [0,3] + copy 1.5.
+  EXPECT_DOUBLE_EQ(r.step_seconds, 3 + 1.5 + 1.5);
 }
 
 TEST(SimulatorTest, ForkJoinBranchesOverlapOnTwoDevices) {
@@ -557,6 +592,9 @@ TEST_F(ProfiledCostModelTest, RoundTripsThroughJson) {
   model.SetOpSeconds("conv1", "cpu:0", 1.25e-3);
   model.SetOpSeconds("conv1", "cuda:0", 2.5e-5);
   model.SetLink("host", "cuda:0", {.seconds_per_byte = 4e-11, .latency_seconds = 8e-6});
+  model.SetLink(
+      "cpu:0", "cuda:0",
+      {.seconds_per_byte = 5e-11, .latency_seconds = 9e-6, .receive_seconds_per_byte = 1e-10});
   const std::filesystem::path file = dir_ / "profile.json";
   model.Save(file);
 
@@ -567,6 +605,9 @@ TEST_F(ProfiledCostModelTest, RoundTripsThroughJson) {
   EXPECT_EQ(loaded.FindOpSeconds("conv1", "cuda:0"), 2.5e-5);
   EXPECT_EQ(loaded.FindLink("host", "cuda:0"),
             (LinkSpec{.seconds_per_byte = 4e-11, .latency_seconds = 8e-6}));
+  EXPECT_EQ(loaded.FindLink("cpu:0", "cuda:0"), (LinkSpec{.seconds_per_byte = 5e-11,
+                                                          .latency_seconds = 9e-6,
+                                                          .receive_seconds_per_byte = 1e-10}));
   EXPECT_EQ(loaded.ToJson(), model.ToJson());
 
   // Measured where there is an entry, the roofline fallback elsewhere.
@@ -576,8 +617,35 @@ TEST_F(ProfiledCostModelTest, RoundTripsThroughJson) {
   const OpId conv2 = *g.FindOp("conv2");
   EXPECT_DOUBLE_EQ(loaded.OpSeconds(g, conv2, cpu), loaded.fallback().OpSeconds(g, conv2, cpu));
   EXPECT_DOUBLE_EQ(loaded.TransferSeconds(1'000'000, nullptr, gpu), 8e-6 + 4e-5);
-  EXPECT_DOUBLE_EQ(loaded.TransferSeconds(1'000'000, &cpu, gpu),
-                   loaded.fallback().TransferSeconds(1'000'000, &cpu, gpu));
+  EXPECT_DOUBLE_EQ(loaded.TransferSeconds(1'000'000, &cpu, gpu), 9e-6 + 5e-5);
+  EXPECT_DOUBLE_EQ(loaded.ReceiveSecondsPerByte(cpu, gpu), 1e-10);
+  Device cpu1 = Cpu(1);
+  EXPECT_DOUBLE_EQ(loaded.TransferSeconds(1'000'000, &cpu, cpu1),
+                   loaded.fallback().TransferSeconds(1'000'000, &cpu, cpu1));
+  EXPECT_DOUBLE_EQ(loaded.ReceiveSecondsPerByte(cpu, cpu1), 0);
+}
+
+TEST_F(ProfiledCostModelTest, AProfileWithoutReceiveCostsReadsThemAsZero) {
+  // Profiles written before the receive cost existed.
+  const std::filesystem::path file = Write("older.json", R"({
+    "version": 1, "model": "lenet", "libtorch_version": "2.11.0", "date": "2025-06-01",
+    "devices": [{"name": "cpu:0", "type": "cpu"}, {"name": "cpu:1", "type": "cpu"}],
+    "ops": [],
+    "links": [{"from": "cpu:0", "to": "cpu:1", "seconds_per_byte": 1e-10, "latency_seconds": 1e-6}]
+  })");
+  ProfiledCostModel loaded = ProfiledCostModel::Load(file);
+  EXPECT_EQ(loaded.FindLink("cpu:0", "cpu:1"),
+            (LinkSpec{.seconds_per_byte = 1e-10, .latency_seconds = 1e-6}));
+  const std::filesystem::path negative = Write("negative.json", R"({
+    "version": 1, "model": "lenet", "libtorch_version": "2.11.0", "date": "2025-06-01",
+    "devices": [], "ops": [],
+    "links": [{"from": "cpu:0", "to": "cpu:1", "seconds_per_byte": 1e-10, "latency_seconds": 1e-6,
+               "receive_seconds_per_byte": -1e-10}]
+  })");
+  EXPECT_THAT([&] { ProfiledCostModel::Load(negative); },
+              ::testing::ThrowsMessage<ProfileError>(
+                  ::testing::AllOf(HasSubstr(negative.string()), HasSubstr("links[0]"),
+                                   HasSubstr("receive_seconds_per_byte"))));
 }
 
 TEST_F(ProfiledCostModelTest, AMalformedFileIsAnErrorNamingIt) {

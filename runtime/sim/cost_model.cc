@@ -39,12 +39,14 @@ void CheckSpec(const std::string& device_name, const DeviceSpec& spec) {
 }
 
 void CheckLink(const std::string& from, const std::string& to, const LinkSpec& link) {
-  if (!(link.seconds_per_byte >= 0) || !(link.latency_seconds >= 0) ||
-      !std::isfinite(link.seconds_per_byte) || !std::isfinite(link.latency_seconds)) {
-    throw std::invalid_argument(
-        fmt::format("link {}->{}: seconds_per_byte and latency_seconds must be non-negative and "
-                    "finite (got {}, {})",
-                    from, to, link.seconds_per_byte, link.latency_seconds));
+  for (double value :
+       {link.seconds_per_byte, link.latency_seconds, link.receive_seconds_per_byte}) {
+    if (!(value >= 0) || !std::isfinite(value)) {
+      throw std::invalid_argument(fmt::format(
+          "link {}->{}: seconds_per_byte, latency_seconds and "
+          "receive_seconds_per_byte must be non-negative and finite (got {}, {}, {})",
+          from, to, link.seconds_per_byte, link.latency_seconds, link.receive_seconds_per_byte));
+    }
   }
 }
 
@@ -136,6 +138,10 @@ double RooflineCostModel::TransferSeconds(int64_t bytes, const Device* from,
   return LinkOf(from, to).Seconds(bytes);
 }
 
+double RooflineCostModel::ReceiveSecondsPerByte(const Device& from, const Device& to) const {
+  return LinkOf(&from, to).receive_seconds_per_byte;
+}
+
 // ---- link fitting ----
 
 LinkSpec FitLinkSpec(const std::vector<TransferSample>& samples) {
@@ -221,6 +227,11 @@ double ProfiledCostModel::TransferSeconds(int64_t bytes, const Device* from,
   return fallback_.TransferSeconds(bytes, from, to);
 }
 
+double ProfiledCostModel::ReceiveSecondsPerByte(const Device& from, const Device& to) const {
+  if (auto link = FindLink(from.name, to.name)) return link->receive_seconds_per_byte;
+  return fallback_.ReceiveSecondsPerByte(from, to);
+}
+
 std::string ProfiledCostModel::ToJson() const {
   using nlohmann::json;
   json devices = json::array();
@@ -236,7 +247,8 @@ std::string ProfiledCostModel::ToJson() const {
     links.push_back({{"from", key.first},
                      {"to", key.second},
                      {"seconds_per_byte", link.seconds_per_byte},
-                     {"latency_seconds", link.latency_seconds}});
+                     {"latency_seconds", link.latency_seconds},
+                     {"receive_seconds_per_byte", link.receive_seconds_per_byte}});
   }
   json document = {{"version", kFormatVersion},
                    {"model", metadata_.model},
@@ -344,8 +356,15 @@ ProfiledCostModel ProfiledCostModel::FromJson(const std::string& text, const std
       std::string to = entry.String("to");
       LinkSpec link{.seconds_per_byte = entry.Number("seconds_per_byte"),
                     .latency_seconds = entry.Number("latency_seconds")};
-      if (!(link.seconds_per_byte >= 0) || !(link.latency_seconds >= 0)) {
-        entry.Fail("'seconds_per_byte' and 'latency_seconds' must be non-negative");
+      // Profiles written before the receive cost existed lack it: nothing measured, 0.
+      if (links[i].contains("receive_seconds_per_byte")) {
+        link.receive_seconds_per_byte = entry.Number("receive_seconds_per_byte");
+      }
+      if (!(link.seconds_per_byte >= 0) || !(link.latency_seconds >= 0) ||
+          !(link.receive_seconds_per_byte >= 0)) {
+        entry.Fail(
+            "'seconds_per_byte', 'latency_seconds' and 'receive_seconds_per_byte' must be "
+            "non-negative");
       }
       model.SetLink(from, to, link);
     }

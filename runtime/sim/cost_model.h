@@ -33,6 +33,13 @@ class CostModel {
   // the minibatch's home: a CPU worker reads it in place (0 seconds), a GPU copies it in.
   virtual double TransferSeconds(int64_t bytes, const runtime::Device* from,
                                  const runtime::Device& to) const = 0;
+
+  // Seconds an op on `to` takes beyond its own time per byte of an input that crossed from `from`
+  // (a device; never host memory): see LinkSpec::receive_seconds_per_byte.
+  virtual double ReceiveSecondsPerByte(const runtime::Device& /*from*/,
+                                       const runtime::Device& /*to*/) const {
+    return 0;
+  }
 };
 
 // Throughput of one device for the roofline estimate.
@@ -47,6 +54,11 @@ struct DeviceSpec {
 struct LinkSpec {
   double seconds_per_byte = 0;
   double latency_seconds = 0;
+  // What the copy's time leaves out: an op reading a tensor that crossed this link runs slower,
+  // per byte of it, than the same op reading its own device's output (measured between CPU
+  // workers: the data sits in the other core's caches, its pages were allocated by another
+  // thread). Charged to every op that reads such an input; 0 where nobody profiled it.
+  double receive_seconds_per_byte = 0;
 
   double Seconds(int64_t bytes) const {
     return latency_seconds + static_cast<double>(bytes) * seconds_per_byte;
@@ -113,6 +125,8 @@ class RooflineCostModel : public CostModel {
                    const runtime::Device& device) const override;
   double TransferSeconds(int64_t bytes, const runtime::Device* from,
                          const runtime::Device& to) const override;
+  double ReceiveSecondsPerByte(const runtime::Device& from,
+                               const runtime::Device& to) const override;
 
  private:
   RooflineOptions options_;
@@ -157,7 +171,8 @@ struct ProfileMetadata {
 //   {"version": 1, "model": ..., "libtorch_version": ..., "date": ...,
 //    "devices": [{"name": "cuda:0", "type": "NVIDIA H200"}, ...],
 //    "ops": [{"op": "conv1", "device": "cuda:0", "seconds": 1.2e-5}, ...],
-//    "links": [{"from": "host", "to": "cuda:0", "seconds_per_byte": ..., "latency_seconds": ...}]}
+//    "links": [{"from": "host", "to": "cuda:0", "seconds_per_byte": ..., "latency_seconds": ...,
+//               "receive_seconds_per_byte": ...}]}      (the last one optional, 0 when absent)
 class ProfiledCostModel : public CostModel {
  public:
   static constexpr int kFormatVersion = 1;
@@ -182,6 +197,8 @@ class ProfiledCostModel : public CostModel {
                    const runtime::Device& device) const override;
   double TransferSeconds(int64_t bytes, const runtime::Device* from,
                          const runtime::Device& to) const override;
+  double ReceiveSecondsPerByte(const runtime::Device& from,
+                               const runtime::Device& to) const override;
 
   // JSON text of the profile; `source` names the text in errors (a file name).
   std::string ToJson() const;

@@ -227,6 +227,33 @@ Simulator::Simulator(const graph::Graph& graph, runtime::DeviceSet devices,
       }
     }
   }
+  receive_seconds_per_byte_.assign(static_cast<size_t>(num_channels_), 0.0);
+  for (int from = 0; from < num_devices_; ++from) {
+    for (int to = 0; to < num_devices_; ++to) {
+      if (from == to) continue;
+      const double seconds = cost_model.ReceiveSecondsPerByte(devices_[from], devices_[to]);
+      if (!IsValidCost(seconds)) {
+        ThrowInvalidCost(seconds, fmt::format("the receive cost per byte over {}",
+                                              channel_lanes_[Channel(from, to)]));
+      }
+      receive_seconds_per_byte_[Channel(from, to)] = seconds;
+      any_receive_cost_ = any_receive_cost_ || seconds > 0;
+    }
+  }
+}
+
+// What op `op` on `device` pays beyond its profiled time for the inputs that crossed to it from
+// another device (LinkSpec::receive_seconds_per_byte); the minibatch is read where it lies.
+double Simulator::ReceiveSeconds(const Workspace& w, OpId op, int device) const {
+  if (!any_receive_cost_) return 0;
+  double seconds = 0;
+  for (int i = input_begin_[op]; i < input_begin_[op + 1]; ++i) {
+    const TensorId t = inputs_[i];
+    const int from = w.home[t];
+    if (from == kHost || from == device) continue;
+    seconds += static_cast<double>(bytes_[t]) * receive_seconds_per_byte_[Channel(from, device)];
+  }
+  return seconds;
 }
 
 void Simulator::Allocate(Workspace& w, int device, int64_t bytes) const {
@@ -304,7 +331,7 @@ void Simulator::StartNext(Workspace& w, int device, double now) const {
     run.is_copy = false;
     run.op = order_[heap.back()];
     heap.pop_back();
-    run.duration = OpSeconds(run.op, device);
+    run.duration = OpSeconds(run.op, device) + ReceiveSeconds(w, run.op, device);
   } else {
     return;
   }

@@ -139,6 +139,7 @@ class Simulator {
   void FreeInputsOf(Workspace& w, graph::OpId op, int device) const;
   void QueueCopiesOf(Workspace& w, graph::TensorId t, int from, graph::OpId job_op) const;
   void Allocate(Workspace& w, int device, int64_t bytes) const;
+  double ReceiveSeconds(const Workspace& w, graph::OpId op, int device) const;
   void StartNext(Workspace& w, int device, double now) const;
   void Finish(Workspace& w, int device, double now) const;
 
@@ -171,6 +172,8 @@ class Simulator {
   std::vector<double> op_seconds_;        // [op * devices + device]
   std::vector<int> size_class_;           // tensor -> index of its size among distinct sizes
   std::vector<double> transfer_seconds_;  // [size class * channels + channel]
+  std::vector<double> receive_seconds_per_byte_;  // [channel]; 0 for host memory
+  bool any_receive_cost_ = false;
 };
 
 // The lower bound for `graph` on `devices` under `cost_model` (see LowerBoundResult).
