@@ -10,6 +10,7 @@
 #include <ctime>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <thread>
 #include <utility>
@@ -19,6 +20,8 @@
 #include <cuda_runtime_api.h>
 #endif
 
+#include "graph/placement.h"
+#include "graph/training_step.h"
 #include "runtime/executor.h"
 
 namespace placer::runtime {
@@ -89,18 +92,24 @@ std::string Today() {
   return buffer;
 }
 
-// Copies between two CPU workers as the executor makes them, in real steps: the graph runs with
-// its forward ops alternating between `a` and `b` (in topological order), so that most tensors
-// cross, and every copy the executor traces is a sample for the direction it went. Fresh
-// destination memory, the allocator's behaviour when another thread frees it and caches the
-// producer left warm are all in these samples; a clone repeated in a loop sees none of them and
-// costs a third of what the same bytes cost in a step (bench/RESULTS.md). Fits each direction
-// from the median time of each copied tensor; a direction with fewer than two sizes is left out.
-std::map<std::pair<int, int>, sim::LinkSpec> FitLinksFromSteps(const graph::Graph& graph,
-                                                               const DeviceSet& devices, int a,
-                                                               int b, const TensorMap& parameters,
-                                                               const TensorMap& batch,
-                                                               const ProfileOptions& options) {
+// A step whose forward ops alternate between CPU workers `a` and `b` (in topological order), so
+// that most tensors cross, timed in the same rotation as the devices alone. Two things are
+// measured from it. Copies as the executor makes them: fresh destination memory, the allocator's
+// behaviour when another thread frees it and caches the producer left warm are all in its traced
+// copies, while a clone repeated in a loop sees none of them and costs a third of what the same
+// bytes cost in a step (bench/RESULTS.md). And what the copy leaves out: the ops that read a
+// tensor from the other worker run slower than alone (cold caches, pages faulted in), about as
+// much again as the copies themselves for LeNet.
+struct CrossingStep {
+  int a = 0, b = 0;
+  std::vector<int> device_of_op;  // the expanded alternating placement
+  std::unique_ptr<Executor> executor;
+  std::map<std::string, std::map<std::string, std::vector<double>>> copy_times;  // lane, tensor
+  std::map<std::string, std::vector<double>> op_times;
+};
+
+CrossingStep MakeCrossingStep(const graph::Graph& graph, const DeviceSet& devices, int a, int b,
+                              const TensorMap& parameters) {
   const std::vector<std::string> names = DeviceNames(devices);
   graph::Placement alternating = graph::Placement::AllOn(graph, names, a);
   int k = 0;
@@ -108,31 +117,69 @@ std::map<std::pair<int, int>, sim::LinkSpec> FitLinksFromSteps(const graph::Grap
     if (graph.op(id).phase != graph::Phase::kForward) continue;
     alternating.device_of_op[static_cast<size_t>(id)] = k++ % 2 == 0 ? a : b;
   }
-  Executor executor(graph, devices, alternating, parameters, {.record_trace = true});
-  const std::string a_to_b = names[static_cast<size_t>(a)] + "->" + names[static_cast<size_t>(b)];
-  const std::string b_to_a = names[static_cast<size_t>(b)] + "->" + names[static_cast<size_t>(a)];
-  std::map<std::string, std::map<std::string, std::vector<double>>> times;  // lane, tensor
-  for (int step = 0; step < options.warmup_steps + options.timed_steps; ++step) {
-    StepResult r = executor.RunStep(batch);
-    if (step < options.warmup_steps) continue;
-    for (const TraceEvent& e : r.trace) {
-      if (e.lane == a_to_b || e.lane == b_to_a)
-        times[e.lane][e.name].push_back(e.duration_us * 1e-6);
+  CrossingStep crossing{.a = a, .b = b, .device_of_op = graph::ExpandPlacement(graph, alternating)};
+  crossing.executor = std::make_unique<Executor>(graph, devices, alternating, parameters,
+                                                 ExecutorOptions{.record_trace = true});
+  return crossing;
+}
+
+void RecordCrossingStep(CrossingStep& crossing, const std::vector<std::string>& names,
+                        const std::vector<TraceEvent>& trace) {
+  for (const TraceEvent& e : trace) {
+    if (e.lane.find("->") != std::string::npos) {
+      crossing.copy_times[e.lane][e.name].push_back(e.duration_us * 1e-6);
+    } else if (e.lane == names[static_cast<size_t>(crossing.a)] ||
+               e.lane == names[static_cast<size_t>(crossing.b)]) {
+      crossing.op_times[e.name].push_back(e.duration_us * 1e-6);
     }
   }
-  std::map<std::pair<int, int>, sim::LinkSpec> links;
-  for (const auto& [lane, per_tensor] : times) {
-    std::vector<sim::TransferSample> samples;
-    std::set<int64_t> sizes;
-    for (const auto& [tensor, seconds] : per_tensor) {
-      const int64_t bytes = graph.tensor(*graph.FindTensor(tensor)).bytes();
-      samples.push_back({bytes, Median(seconds)});
-      sizes.insert(bytes);
-    }
-    if (sizes.size() < 2) continue;
-    links[lane == a_to_b ? std::pair{a, b} : std::pair{b, a}] = sim::FitLinkSpec(samples);
+}
+
+// The link from `from` to `to` fitted from the crossing step: a*bytes + b from the median time of
+// each tensor copied that way, and the receive cost per byte: the ops on `to` took this much
+// longer than alone (`alone` holds every op's median alone on `to`), over the bytes they read
+// from `from`. nullopt when that direction copied fewer than two tensor sizes.
+std::optional<sim::LinkSpec> FitCrossingLink(const graph::Graph& graph,
+                                             const CrossingStep& crossing,
+                                             const std::vector<std::string>& names, int from,
+                                             int to, const std::map<std::string, double>& alone) {
+  const auto copies = crossing.copy_times.find(names[static_cast<size_t>(from)] + "->" +
+                                               names[static_cast<size_t>(to)]);
+  if (copies == crossing.copy_times.end()) return std::nullopt;
+  std::vector<sim::TransferSample> samples;
+  std::set<int64_t> sizes;
+  for (const auto& [tensor, seconds] : copies->second) {
+    const int64_t bytes = graph.tensor(*graph.FindTensor(tensor)).bytes();
+    samples.push_back({bytes, Median(seconds)});
+    sizes.insert(bytes);
   }
-  return links;
+  if (sizes.size() < 2) return std::nullopt;
+  sim::LinkSpec link = sim::FitLinkSpec(samples);
+  double slower = 0;
+  int64_t received = 0;
+  for (graph::OpId id = 0; id < static_cast<graph::OpId>(graph.num_ops()); ++id) {
+    if (crossing.device_of_op[static_cast<size_t>(id)] != to) continue;
+    const graph::Op& op = graph.op(id);
+    const auto placed = crossing.op_times.find(op.name);
+    const auto by_itself = alone.find(op.name);
+    if (placed == crossing.op_times.end() || by_itself == alone.end()) continue;
+    slower += Median(placed->second) - by_itself->second;
+    std::set<graph::TensorId> inputs(op.inputs.begin(), op.inputs.end());
+    for (graph::TensorId t : inputs) {
+      const graph::Tensor& tensor = graph.tensor(t);
+      const graph::OpId source = tensor.producer != graph::kNoOp ? tensor.producer
+                                 : tensor.kind == graph::TensorKind::kParameter
+                                     ? graph::OwnerOf(graph, t)
+                                     : graph::kNoOp;
+      if (source != graph::kNoOp && crossing.device_of_op[static_cast<size_t>(source)] == from) {
+        received += tensor.bytes();
+      }
+    }
+  }
+  if (received > 0) {
+    link.receive_seconds_per_byte = std::max(0.0, slower / static_cast<double>(received));
+  }
+  return link;
 }
 
 }  // namespace
@@ -149,12 +196,12 @@ sim::ProfiledCostModel ProfileDevices(const graph::Graph& graph, const DeviceSet
   const TensorMap parameters = InitializeParameters(graph, options.seed);
   TensorMap batch = SyntheticBatch(graph, options.seed + 1);
   const std::vector<std::string> names = DeviceNames(devices);
-  // Every device alone, with the thread budget it has in a placement. The devices take turns in
-  // blocks of a few steps, so that a slow phase of a shared machine (another tenant's memory
-  // traffic) falls on all of them alike instead of on whichever was being profiled then. Each
-  // block starts with an untimed step: the other devices' steps have evicted this one's data from
-  // the caches, while a measured placement runs its steps back to back (timed right after the
-  // turn, ops came out about 10% slower than in the measured steps).
+  // Every device alone, with the thread budget it has in a placement, and every pair of CPU
+  // workers in a crossing step. They take turns in blocks of a few steps, so that a slow phase of
+  // a shared machine (another tenant's memory traffic) falls on all of them alike instead of on
+  // whichever was being profiled then. Each block starts with an untimed step: the others' steps
+  // have evicted this one's data from the caches, while a measured placement runs its steps back
+  // to back (timed right after the turn, ops came out about 10% slower than in measured steps).
   constexpr int kTimedStepsPerBlock = 2;
   std::vector<std::unique_ptr<Executor>> alone;
   for (size_t d = 0; d < devices.size(); ++d) {
@@ -162,32 +209,52 @@ sim::ProfiledCostModel ProfileDevices(const graph::Graph& graph, const DeviceSet
         graph, devices, graph::Placement::AllOn(graph, names, static_cast<int>(d)), parameters,
         ExecutorOptions{.record_trace = true}));
   }
+  std::vector<CrossingStep> crossings;
+  for (int a = 0; a < static_cast<int>(devices.size()); ++a) {
+    for (int b = a + 1; b < static_cast<int>(devices.size()); ++b) {
+      if (devices[static_cast<size_t>(a)].type == DeviceType::kCpu &&
+          devices[static_cast<size_t>(b)].type == DeviceType::kCpu) {
+        crossings.push_back(MakeCrossingStep(graph, devices, a, b, parameters));
+      }
+    }
+  }
   for (int step = 0; step < options.warmup_steps; ++step) {
     for (auto& executor : alone) executor->RunStep(batch);
+    for (CrossingStep& crossing : crossings) crossing.executor->RunStep(batch);
   }
   std::vector<std::map<std::string, std::vector<double>>> op_times(devices.size());
   for (int timed = 0; timed < options.timed_steps; timed += kTimedStepsPerBlock) {
+    const int steps = std::min(kTimedStepsPerBlock, options.timed_steps - timed);
     for (size_t d = 0; d < devices.size(); ++d) {
       alone[d]->RunStep(batch);
-      for (int k = 0; k < kTimedStepsPerBlock && timed + k < options.timed_steps; ++k) {
+      for (int k = 0; k < steps; ++k) {
         for (const TraceEvent& e : alone[d]->RunStep(batch).trace) {
           if (e.lane == devices[d].name) op_times[d][e.name].push_back(e.duration_us * 1e-6);
         }
       }
     }
+    for (CrossingStep& crossing : crossings) {
+      crossing.executor->RunStep(batch);
+      for (int k = 0; k < steps; ++k) {
+        RecordCrossingStep(crossing, names, crossing.executor->RunStep(batch).trace);
+      }
+    }
   }
   alone.clear();
+  std::vector<std::map<std::string, double>> alone_seconds(devices.size());
   for (size_t d = 0; d < devices.size(); ++d) {
     for (const auto& [op, times] : op_times[d]) {
-      profile.SetOpSeconds(op, devices[d].name, Median(times));
+      alone_seconds[d][op] = Median(times);
+      profile.SetOpSeconds(op, devices[d].name, alone_seconds[d][op]);
     }
   }
   std::map<std::pair<int, int>, sim::LinkSpec> from_steps;
-  for (int a = 0; a < static_cast<int>(devices.size()); ++a) {
-    for (int b = a + 1; b < static_cast<int>(devices.size()); ++b) {
-      if (devices[static_cast<size_t>(a)].type == DeviceType::kCpu &&
-          devices[static_cast<size_t>(b)].type == DeviceType::kCpu) {
-        from_steps.merge(FitLinksFromSteps(graph, devices, a, b, parameters, batch, options));
+  for (CrossingStep& crossing : crossings) {
+    crossing.executor.reset();
+    for (auto [from, to] : {std::pair{crossing.a, crossing.b}, std::pair{crossing.b, crossing.a}}) {
+      if (auto link = FitCrossingLink(graph, crossing, names, from, to,
+                                      alone_seconds[static_cast<size_t>(to)])) {
+        from_steps[{from, to}] = *link;
       }
     }
   }

@@ -17,12 +17,14 @@ struct ProfileOptions {
   std::string model_name;
 };
 
-// Runs the whole step on each device alone (so ops are timed without contention from a placement),
-// the devices taking turns in blocks of a few steps. Copies between two CPU workers are fitted from
-// the executor's own copies in steps whose forward ops alternate between the two; copies that
-// involve a GPU (and CPU pairs whose graph crosses with fewer than two tensor sizes) from
-// synchronised copies of 4 KiB to 16 MiB, host memory to each GPU included. Throws StepFailure when
-// the step cannot run on a device.
+// Runs the whole step on each device alone (so ops are timed without contention from a placement)
+// and, for every pair of CPU workers, a step whose forward ops alternate between the two; they
+// take turns in blocks of a few steps. Copies between two CPU workers are fitted from the
+// executor's own copies in the alternating step, and so is the receive cost (how much slower the
+// ops reading the other worker's tensors ran than alone, per byte read); copies that involve a
+// GPU (and CPU pairs whose graph crosses with fewer than two tensor sizes) from synchronised
+// copies of 4 KiB to 16 MiB, host memory to each GPU included. Throws StepFailure when the step
+// cannot run on a device.
 sim::ProfiledCostModel ProfileDevices(const graph::Graph& graph, const DeviceSet& devices,
                                       const ProfileOptions& options);
 

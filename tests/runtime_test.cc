@@ -7,6 +7,7 @@
 #include <torch/csrc/autograd/autograd.h>
 
 #include <chrono>
+#include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -312,6 +313,10 @@ TEST(ProfilerTest, TimesEveryOpOnEveryWorkerAndFitsBothDirectionsFromRealCopies)
     ASSERT_TRUE(link.has_value()) << from << "->" << to;
     EXPECT_GT(link->seconds_per_byte, 0.0) << from << "->" << to;
     EXPECT_GE(link->latency_seconds, 0.0) << from << "->" << to;
+    // The ops reading the other worker's tensors ran slower than alone by some (never a negative)
+    // amount per byte.
+    EXPECT_GE(link->receive_seconds_per_byte, 0.0) << from << "->" << to;
+    EXPECT_TRUE(std::isfinite(link->receive_seconds_per_byte)) << from << "->" << to;
   }
 }
 
