@@ -1,12 +1,16 @@
-// Simulator fidelity on this machine: profile the devices (`placer profile`'s code), then for N
-// random placements of LeNet and of a branching graph over cpu:0 and cpu:1 (1 thread each),
-// compare the simulated step time with the measured one. Each placement is measured in R
-// interleaved rounds (5 warm-up + 5 timed steps each, the evaluator's median); its measured time
-// is the median over rounds. Reports the median |simulated - measured| / measured, the Spearman
-// rank correlation, and the measurement's rank correlation with itself (even against odd
-// rounds), the ceiling any simulator can reach on the machine at that time; and, for the copies
-// alone, the median over placements of simulated over measured copy seconds.
-// Usage: fidelity_bench [placements=30] [rounds=6] [detail.csv]
+// Simulator fidelity on this machine: for N random placements of LeNet and of a branching graph
+// over cpu:0 and cpu:1 (1 thread each; or the devices named, e.g. cpu:0,cuda:0), compare the
+// simulated step time with the measured one. R rounds; each profiles the devices (`placer
+// profile`'s code), then measures every placement once (5 warm-up + 5 timed steps, the evaluator's
+// median) in a fresh order. A placement's measured time is its median over rounds; it is simulated
+// with the median of the R profiles (each op's and each link field's median), taken over the same
+// minutes as the measurements, and also with the first round's profile alone, as `placer profile`
+// then `evaluate --simulate` would, and with the median profile less its receive costs
+// (LinkSpec::receive_seconds_per_byte). Reports the median |simulated - measured| / measured, the
+// Spearman rank correlation, the measurement's rank correlation with itself (even against odd
+// rounds), the ceiling any simulator can reach on the machine at that time, and for the copies
+// alone the median over placements of simulated over measured copy seconds. Usage: fidelity_bench
+// [placements=30] [rounds=6] [detail.csv|-] [devices=cpu:0,cpu:1]
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -14,6 +18,9 @@
 #include <cstdio>
 #include <numeric>
 #include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
 
 #include "bench/timing.h"
 #include "graph/models.h"
@@ -71,18 +78,95 @@ int64_t TransferredBytes(const runtime::EvaluationResult& r) {
   return bytes;
 }
 
-void Run(const std::string& name, const graph::Graph& g, int placements, int rounds,
-         std::FILE* detail) {
-  runtime::DeviceSet devices;
-  for (int i = 0; i < 2; ++i) {
-    devices.push_back({"cpu:" + std::to_string(i), runtime::DeviceType::kCpu, i, 1, 0});
+// Each op's and each link field's median over `profiles` (of `graph` on `devices`).
+sim::ProfiledCostModel MedianProfile(const std::vector<sim::ProfiledCostModel>& profiles,
+                                     const graph::Graph& g, const runtime::DeviceSet& devices) {
+  sim::ProfiledCostModel merged;
+  merged.metadata() = profiles.front().metadata();
+  for (graph::OpId id = 0; id < static_cast<graph::OpId>(g.num_ops()); ++id) {
+    for (const runtime::Device& device : devices) {
+      std::vector<double> seconds;
+      for (const auto& profile : profiles) {
+        if (auto s = profile.FindOpSeconds(g.op(id).name, device.name)) seconds.push_back(*s);
+      }
+      if (!seconds.empty()) merged.SetOpSeconds(g.op(id).name, device.name, bench::Median(seconds));
+    }
   }
+  for (const runtime::Device& from : devices) {
+    for (const runtime::Device& to : devices) {
+      std::vector<double> per_byte, latency, receive;
+      for (const auto& profile : profiles) {
+        if (auto link = profile.FindLink(from.name, to.name)) {
+          per_byte.push_back(link->seconds_per_byte);
+          latency.push_back(link->latency_seconds);
+          receive.push_back(link->receive_seconds_per_byte);
+        }
+      }
+      if (per_byte.empty()) continue;
+      merged.SetLink(from.name, to.name,
+                     {.seconds_per_byte = bench::Median(per_byte),
+                      .latency_seconds = bench::Median(latency),
+                      .receive_seconds_per_byte = bench::Median(receive)});
+    }
+  }
+  return merged;
+}
+
+// A placement's measurements: the median over rounds, over the even and the odd rounds apart, and
+// of the executor's copy seconds.
+struct Measured {
+  double all = 0, even = 0, odd = 0, copy_seconds = 0;
+};
+
+void Report(const std::string& label, const std::vector<runtime::EvaluationResult>& sims,
+            const std::vector<Measured>& measured) {
+  std::vector<double> sim_times, measured_all, measured_even, measured_odd, errors, copy_ratios;
+  for (size_t p = 0; p < sims.size(); ++p) {
+    sim_times.push_back(sims[p].step_seconds);
+    measured_all.push_back(measured[p].all);
+    measured_even.push_back(measured[p].even);
+    measured_odd.push_back(measured[p].odd);
+    errors.push_back(std::abs(sims[p].step_seconds - measured[p].all) / measured[p].all);
+    if (measured[p].copy_seconds > 0) {
+      copy_ratios.push_back(TransferSeconds(sims[p]) / measured[p].copy_seconds);
+    }
+  }
+  std::sort(errors.begin(), errors.end());
+  fmt::print(
+      "  {:<32} median |sim-meas|/meas {:>5.1f}%  p90 {:>5.1f}%  Spearman {:.3f}  (measurement "
+      "with itself, even vs odd rounds: {:.3f})  measured {:.1f}..{:.1f} ms  copies "
+      "simulated/measured {:.2f}\n",
+      label, 100 * errors[errors.size() / 2], 100 * errors[errors.size() * 9 / 10],
+      Spearman(sim_times, measured_all), Spearman(measured_even, measured_odd),
+      1e3 * *std::min_element(measured_all.begin(), measured_all.end()),
+      1e3 * *std::max_element(measured_all.begin(), measured_all.end()),
+      copy_ratios.empty() ? 0.0 : bench::Median(copy_ratios));
+}
+
+// "cpu:0,cuda:0" -> CPU workers of one thread each, GPUs.
+runtime::DeviceSet ParseDevices(const std::string& list) {
+  runtime::DeviceSet devices;
+  std::stringstream stream(list);
+  for (std::string name; std::getline(stream, name, ',');) {
+    const bool cuda = name.starts_with("cuda:");
+    if (!cuda && !name.starts_with("cpu:")) {
+      throw std::invalid_argument("fidelity_bench: device '" + name + "' is not cpu:N or cuda:N");
+    }
+    devices.push_back({.name = name,
+                       .type = cuda ? runtime::DeviceType::kCuda : runtime::DeviceType::kCpu,
+                       .index = std::stoi(name.substr(name.find(':') + 1)),
+                       .threads = 1});
+  }
+  if (devices.size() < 2) throw std::invalid_argument("fidelity_bench: name at least two devices");
+  return devices;
+}
+
+void Run(const std::string& name, const graph::Graph& g, const runtime::DeviceSet& devices,
+         int placements, int rounds, std::FILE* detail) {
   const auto names = runtime::DeviceNames(devices);
-  sim::ProfiledCostModel profile = runtime::ProfileDevices(g, devices, {.model_name = name});
-  sim::SimulatedEvaluator simulated(g, devices, profile);
   runtime::MeasuredEvaluator measured(g, devices, {.warmup_steps = 5, .timed_steps = 5});
   std::mt19937 rng(42);
-  std::uniform_int_distribution<int> pick(0, 1);
+  std::uniform_int_distribution<int> pick(0, static_cast<int>(devices.size()) - 1);
   std::vector<graph::Placement> chosen;
   for (int p = 0; p < placements; ++p) {
     graph::Placement placement = graph::Placement::AllOn(g, names, 0);
@@ -91,65 +175,67 @@ void Run(const std::string& name, const graph::Graph& g, int placements, int rou
     }
     chosen.push_back(std::move(placement));
   }
-  std::vector<runtime::EvaluationResult> sims;
-  for (const graph::Placement& placement : chosen) sims.push_back(simulated.Evaluate(placement));
   // Interleaved rounds, each placement in a fresh order per round, so that the machine's slow
-  // phases (other tenants' memory traffic) fall on different placements each round.
+  // phases (other tenants' memory traffic) fall on different placements each round; each round
+  // starts with a profile, so that the profiles see the same phases as the measurements.
   const size_t n = chosen.size();
+  std::vector<sim::ProfiledCostModel> profiles;
   std::vector<std::vector<runtime::EvaluationResult>> rounds_of(n);
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
   for (int round = 0; round < rounds; ++round) {
+    profiles.push_back(runtime::ProfileDevices(g, devices, {.model_name = name}));
     std::shuffle(order.begin(), order.end(), rng);
     for (size_t p : order) rounds_of[p].push_back(measured.Evaluate(chosen[p]));
   }
-  // A placement's measured step time: the median over rounds of each round's median step (what the
-  // measured evaluator reports), also over the even and the odd rounds apart, whose rank
-  // correlation is the measurement's agreement with itself: the ceiling of any simulator's.
-  std::vector<double> sim_times, measured_all, measured_even, measured_odd;
-  // Copies alone: simulated seconds over the executor's own, per placement that copies at all.
-  std::vector<double> copy_ratios;
+  const sim::ProfiledCostModel merged = MedianProfile(profiles, g, devices);
+  sim::SimulatedEvaluator over_rounds(g, devices, merged);
+  sim::SimulatedEvaluator first_only(g, devices, profiles.front());
+  // The ablation: the same profile without the ops' receive cost.
+  sim::ProfiledCostModel without_receive = merged;
+  for (const runtime::Device& from : devices) {
+    for (const runtime::Device& to : devices) {
+      if (auto link = merged.FindLink(from.name, to.name)) {
+        link->receive_seconds_per_byte = 0;
+        without_receive.SetLink(from.name, to.name, *link);
+      }
+    }
+  }
+  sim::SimulatedEvaluator no_receive(g, devices, without_receive);
+  std::vector<runtime::EvaluationResult> sims, sims_first, sims_no_receive;
+  std::vector<Measured> measurements;
   for (size_t p = 0; p < n; ++p) {
     const auto& results = rounds_of[p];
-    bool valid = sims[p].valid;
+    runtime::EvaluationResult sim = over_rounds.Evaluate(chosen[p]);
+    bool valid = sim.valid;
     for (const auto& r : results) valid = valid && r.valid;
     if (!valid) continue;
-    sim_times.push_back(sims[p].step_seconds);
     std::vector<double> all, even, odd, copy_seconds;
     for (size_t r = 0; r < results.size(); ++r) {
       all.push_back(results[r].step_seconds);
       (r % 2 == 0 ? even : odd).push_back(results[r].step_seconds);
       copy_seconds.push_back(TransferSeconds(results[r]));
     }
-    measured_all.push_back(bench::Median(all));
-    if (const double measured_copies = bench::Median(copy_seconds); measured_copies > 0) {
-      copy_ratios.push_back(TransferSeconds(sims[p]) / measured_copies);
-    }
-    measured_even.push_back(bench::Median(even));
-    measured_odd.push_back(bench::Median(odd.empty() ? even : odd));
+    measurements.push_back({.all = bench::Median(all),
+                            .even = bench::Median(even),
+                            .odd = bench::Median(odd.empty() ? even : odd),
+                            .copy_seconds = bench::Median(copy_seconds)});
+    sims.push_back(std::move(sim));
+    sims_first.push_back(first_only.Evaluate(chosen[p]));
+    sims_no_receive.push_back(no_receive.Evaluate(chosen[p]));
     if (detail != nullptr) {
       const runtime::EvaluationResult& m = results.front();
-      fmt::print(detail, "\"{}\",{},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{},{}\n", name, p,
-                 sims[p].step_seconds, measured_all.back(), BusyOn(sims[p], names[0]),
-                 BusyOn(sims[p], names[1]), BusyOn(m, names[0]), BusyOn(m, names[1]),
-                 TransferredBytes(sims[p]), TransferredBytes(m));
+      fmt::print(detail, "\"{}\",{},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{},{}\n", name,
+                 p, sims.back().step_seconds, sims_first.back().step_seconds,
+                 measurements.back().all, BusyOn(sims.back(), names[0]),
+                 BusyOn(sims.back(), names[1]), BusyOn(m, names[0]), BusyOn(m, names[1]),
+                 TransferredBytes(sims.back()), TransferredBytes(m));
     }
   }
-  std::vector<double> errors;
-  for (size_t i = 0; i < sim_times.size(); ++i) {
-    errors.push_back(std::abs(sim_times[i] - measured_all[i]) / measured_all[i]);
-  }
-  std::sort(errors.begin(), errors.end());
-  fmt::print(
-      "{:<36} {:>3} placements x {} rounds  median |sim-meas|/meas {:>5.1f}%  p90 {:>5.1f}%  "
-      "Spearman {:.3f}  (measurement with itself, even vs odd rounds: {:.3f})  measured "
-      "{:.1f}..{:.1f} ms  copies simulated/measured {:.2f}\n",
-      name, sim_times.size(), rounds, 100 * errors[errors.size() / 2],
-      100 * errors[errors.size() * 9 / 10], Spearman(sim_times, measured_all),
-      Spearman(measured_even, measured_odd),
-      1e3 * *std::min_element(measured_all.begin(), measured_all.end()),
-      1e3 * *std::max_element(measured_all.begin(), measured_all.end()),
-      copy_ratios.empty() ? 0.0 : bench::Median(copy_ratios));
+  fmt::print("{}: {} placements x {} rounds\n", name, measurements.size(), rounds);
+  Report(fmt::format("median of the {} profiles:", rounds), sims, measurements);
+  Report("the first round's profile:", sims_first, measurements);
+  Report("the median, no receive cost:", sims_no_receive, measurements);
   std::fflush(stdout);
 }
 
@@ -158,13 +244,14 @@ void Run(const std::string& name, const graph::Graph& g, int placements, int rou
 int main(int argc, char** argv) {
   const int placements = argc > 1 ? std::stoi(argv[1]) : 30;
   const int rounds = argc > 2 ? std::stoi(argv[2]) : 6;
-  std::FILE* detail = argc > 3 ? std::fopen(argv[3], "w") : nullptr;
+  std::FILE* detail = argc > 3 && std::string(argv[3]) != "-" ? std::fopen(argv[3], "w") : nullptr;
+  const runtime::DeviceSet devices = ParseDevices(argc > 4 ? argv[4] : "cpu:0,cpu:1");
   if (detail != nullptr) {
     fmt::print(detail,
-               "graph,placement,simulated,measured,sim_busy0,sim_busy1,"
+               "graph,placement,simulated,simulated_first_profile,measured,sim_busy0,sim_busy1,"
                "meas_busy0,meas_busy1,sim_bytes,meas_bytes\n");
   }
-  Run("LeNet, batch 256", graph::BuildLeNet({}), placements, rounds, detail);
+  Run("LeNet, batch 256", graph::BuildLeNet({}), devices, placements, rounds, detail);
   Run("parallel MLP 2 x 3 x 512, batch 256",
       graph::BuildParallelMlp({.batch_size = 256,
                                .in_features = 256,
@@ -172,7 +259,7 @@ int main(int argc, char** argv) {
                                .depth = 3,
                                .branches = 2,
                                .classes = 10}),
-      placements, rounds, detail);
+      devices, placements, rounds, detail);
   if (detail != nullptr) std::fclose(detail);
   return 0;
 }
