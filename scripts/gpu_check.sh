@@ -12,7 +12,8 @@
 # Stages have time limits within PLACER_GPU_BUDGET_S (default 530 s, under the device's 10-minute
 # command limit); a stage that fails or runs out of time is reported, and the stages that need it
 # are skipped. Settings (environment): PLACER_GPU_STAGES (comma-separated subset of
-# preflight,unpack,configure,build_tests,cuda_tests,build_placer,benchmarks; default all),
+# preflight,unpack,configure,build_tests,cuda_tests,build_placer,benchmarks,fidelity; default
+# all; a second call on the warm machine can run PLACER_GPU_STAGES=build_placer,fidelity),
 # PLACER_GPU_PREFIX, PLACER_GPU_BUILD_DIR, PLACER_GPU_DEBS_DIR, PLACER_PYTHON (default python3),
 # PLACER_JOBS (default: every core).
 # Stage functions run through `stage` (indirectly), which shellcheck cannot see.
@@ -22,7 +23,7 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT_DIR="${OUT:-$ROOT/build-gpu-out}"  # $OUT exists on the device machine only
 BUDGET="${PLACER_GPU_BUDGET_S:-530}"
-STAGES=",${PLACER_GPU_STAGES:-preflight,unpack,configure,build_tests,cuda_tests,build_placer,benchmarks},"
+STAGES=",${PLACER_GPU_STAGES:-preflight,unpack,configure,build_tests,cuda_tests,build_placer,benchmarks,fidelity},"
 PREFIX="${PLACER_GPU_PREFIX:-/tmp/placer-prefix}"
 DEBS="${PLACER_GPU_DEBS_DIR:-$ROOT/.gpu-debs}"
 BUILD="${PLACER_GPU_BUILD_DIR:-$ROOT/build-gpu}"
@@ -218,7 +219,7 @@ cuda_tests() {
   "$BUILD/tests/cuda_test" --gtest_color=no --gtest_output="xml:$OUT_DIR/cuda_test.xml"
 }
 
-build_placer() { cmake --build "$BUILD" --target placer runtime_bench -j "$JOBS"; }
+build_placer() { cmake --build "$BUILD" --target placer runtime_bench fidelity_bench -j "$JOBS"; }
 
 # The GPU benchmarks: runtime_bench (its CPU ratios, then the executor's overhead on cuda:0 against
 # the plain LibTorch step there), and the placer program itself on LeNet (the d2l chapter's batch
@@ -286,6 +287,12 @@ EOF
   return "$rc"
 }
 
+# The simulator's fidelity over cpu:0 + cuda:0 (issue 5): 30 random placements of LeNet and of the
+# branching MLP, 4 rounds, each round profiling the devices first; per-placement numbers in CSV.
+fidelity() {
+  timeout 170 "$BUILD/bench/fidelity_bench" 30 4 "$OUT_DIR/fidelity_gpu.csv" cpu:0,cuda:0
+}
+
 main() {
   echo "placer GPU check: $(git -C "$ROOT" log -1 --format='%h %s' 2>/dev/null || echo 'no git')"
   git -C "$ROOT" status --short 2>/dev/null | head -20
@@ -296,8 +303,9 @@ main() {
   stage cuda_tests 150 build_tests cuda_tests
   stage build_placer 300 configure build_placer
   stage benchmarks 240 build_placer benchmarks
+  stage fidelity 180 build_placer fidelity
   local verdict=OK name
-  for name in preflight unpack configure build_tests cuda_tests build_placer benchmarks; do
+  for name in preflight unpack configure build_tests cuda_tests build_placer benchmarks fidelity; do
     case "${RESULT[$name]:-OFF}" in
       PASS | OFF) ;;
       SKIP) [[ "$verdict" == OK ]] && verdict=INCOMPLETE ;;
