@@ -71,7 +71,11 @@ double MedianSimulationsPerSecond(const placer::sim::Simulator& simulator,
 
 void Report(const std::string& label, const Graph& graph, const DeviceSet& devices,
             int num_placements) {
-  placer::sim::RooflineCostModel costs;
+  // With a receive cost between CPU workers, as `placer profile` fits one on this VM, so that the
+  // simulator's per-input receive accounting is timed too.
+  placer::sim::RooflineOptions roofline;
+  roofline.cpu_to_cpu.receive_seconds_per_byte = 1.3e-10;
+  placer::sim::RooflineCostModel costs(roofline);
   const Clock::time_point start = Clock::now();
   placer::sim::Simulator simulator(graph, devices, costs);
   const double setup = std::chrono::duration<double>(Clock::now() - start).count();
