@@ -9,8 +9,9 @@
 // (LinkSpec::receive_seconds_per_byte). Reports the median |simulated - measured| / measured, the
 // Spearman rank correlation, the measurement's rank correlation with itself (even against odd
 // rounds), the ceiling any simulator can reach on the machine at that time, and for the copies
-// alone the median over placements of simulated over measured copy seconds. Usage: fidelity_bench
-// [placements=30] [rounds=6] [detail.csv|-] [devices=cpu:0,cpu:1]
+// alone the median over placements of simulated over measured copy seconds.
+//
+// Usage: fidelity_bench [placements=30] [rounds=6] [detail.csv|-] [devices=cpu:0,cpu:1]
 #include <fmt/format.h>
 
 #include <algorithm>
