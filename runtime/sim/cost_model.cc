@@ -360,13 +360,11 @@ ProfiledCostModel ProfiledCostModel::FromJson(const std::string& text, const std
       if (links[i].contains("receive_seconds_per_byte")) {
         link.receive_seconds_per_byte = entry.Number("receive_seconds_per_byte");
       }
-      if (!(link.seconds_per_byte >= 0) || !(link.latency_seconds >= 0) ||
-          !(link.receive_seconds_per_byte >= 0)) {
-        entry.Fail(
-            "'seconds_per_byte', 'latency_seconds' and 'receive_seconds_per_byte' must be "
-            "non-negative");
+      try {
+        model.SetLink(from, to, link);  // checks every field
+      } catch (const std::invalid_argument& error) {
+        entry.Fail(error.what());
       }
-      model.SetLink(from, to, link);
     }
   }
   return model;
