@@ -530,7 +530,7 @@ std::vector<int> NameClasses(const Graph& graph, int depth) {
       size_t end = name.find('/', begin);
       if (end == std::string::npos) end = name.size();
       if (end > begin) {
-        prefix += "/" + name.substr(begin, end - begin);
+        prefix.append(1, '/').append(name, begin, end - begin);
         ++components;
       }
       begin = end + 1;

@@ -91,7 +91,8 @@ UpdateStats Learner::Update(const Batch& batch, const std::vector<double>& rewar
 }
 
 int Learner::Imitate(const std::vector<Candidate>& targets, const std::vector<double>& weights,
-                     const std::optional<Candidate>& incumbent, const ImitationOptions& o) {
+                     const std::optional<Candidate>& incumbent, const ImitationOptions& o,
+                     const std::function<bool()>& stop) {
   if (targets.empty()) return 0;
   if (weights.size() != targets.size()) {
     throw std::invalid_argument("Imitate needs one weight per target");
@@ -103,6 +104,7 @@ int Learner::Imitate(const std::vector<Candidate>& targets, const std::vector<do
   torch::optim::Adam optimizer(policy_->parameters(), torch::optim::AdamOptions(o.learning_rate));
 
   for (int step = 0; step < o.max_steps; ++step) {
+    if (stop && stop()) return step;
     PolicyScores forced = policy_->Score(targets, targets, incumbent);
     const at::Tensor per_target = forced.log_prob.mean(1);  // [T]: mean log-prob per decision
     const double probability = std::exp((per_target * weight).sum().item<double>());

@@ -15,6 +15,7 @@
 #include <torch/optim/adam.h>
 #include <torch/serialize/archive.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -73,10 +74,11 @@ class Learner {
   // One PPO update on `batch` with one reward per candidate.
   UpdateStats Update(const Batch& batch, const std::vector<double>& rewards);
 
-  // Raises the probability of `targets` (weights: how much each counts; they need not sum to 1).
-  // Returns the steps taken.
+  // Raises the probability of `targets` (weights: how much each counts; they need not sum to 1),
+  // ending early when `stop()` (if given) says so before a step. Returns the steps taken.
   int Imitate(const std::vector<Candidate>& targets, const std::vector<double>& weights,
-              const std::optional<Candidate>& incumbent, const ImitationOptions& options);
+              const std::optional<Candidate>& incumbent, const ImitationOptions& options,
+              const std::function<bool()>& stop = {});
 
   // A fresh Adam for PPO, forgetting the moments of earlier updates. (Imitation has an optimiser
   // of its own, so its moments never push PPO's steps.)

@@ -49,6 +49,11 @@ class Loop {
     return elapsed_before_ + std::chrono::duration<double>(Clock::now() - start_).count();
   }
   bool OutOfEvaluations() const { return evaluations_ >= o_.max_evaluations; }
+  // The policy's share of the wall time ends here; the rest is the final refinement's.
+  double PolicyDeadline() const {
+    return o_.use_refinement ? (1 - o_.final_refine_share) * o_.max_wall_seconds
+                             : o_.max_wall_seconds;
+  }
   bool StopRequested() const { return o_.stop_requested != nullptr && o_.stop_requested->load(); }
   double RewardFor(const Verdict& v) const {
     return RewardOf(v.valid ? v.seconds : o_.failing_step_seconds);
@@ -62,7 +67,8 @@ class Loop {
   std::optional<Candidate> Incumbent() const {
     return elite_.empty() ? std::nullopt : std::optional(elite_.front().candidate);
   }
-  void ImitateElite(const ImitationOptions& options);
+  // Imitation of the elite until `options` are met or the search's clock reaches `deadline`.
+  void ImitateElite(const ImitationOptions& options, double deadline);
   void WarmStart();
   void PolicyStep();
   void Refine(const Candidate& start, int rounds, double deadline);
@@ -154,7 +160,7 @@ void Loop::Consider(const Candidate& candidate, const Verdict& v, const std::str
   if (static_cast<int>(elite_.size()) > o_.elite_size) elite_.pop_back();
 }
 
-void Loop::ImitateElite(const ImitationOptions& options) {
+void Loop::ImitateElite(const ImitationOptions& options, double deadline) {
   if (elite_.empty()) return;
   // Weights fall with the distance to the best: a candidate 5% slower counts e^-1 as much.
   std::vector<Candidate> targets;
@@ -163,7 +169,8 @@ void Loop::ImitateElite(const ImitationOptions& options) {
     targets.push_back(e.candidate);
     weights.push_back(std::exp(-(e.seconds / elite_.front().seconds - 1) / 0.05));
   }
-  learner_.Imitate(targets, weights, Incumbent(), options);
+  learner_.Imitate(targets, weights, Incumbent(), options,
+                   [&] { return Elapsed() >= deadline || StopRequested(); });
   learner_.ResetOptimizer();  // the imitation's moments must not push the next PPO steps
 }
 
@@ -175,7 +182,11 @@ void Loop::WarmStart() {
     names.push_back(w.name);
   }
   if (!batch.empty()) Judge(batch, "warm start", names);
-  if (o_.use_policy) ImitateElite(o_.warm_start_imitation);
+  // On a slow or busy machine supervised steps can take seconds: imitation must not eat the
+  // budget the policy needs to learn from its own samples.
+  if (o_.use_policy) {
+    ImitateElite(o_.warm_start_imitation, o_.warm_start_imitation_share * o_.max_wall_seconds);
+  }
   warm_started_ = true;
 }
 
@@ -197,7 +208,7 @@ void Loop::PolicyStep() {
   const UpdateStats stats = learner_.Update(batch, rewards);
   ++step_;
   if (o_.self_imitation_every > 0 && step_ % o_.self_imitation_every == 0) {
-    ImitateElite(o_.self_imitation);
+    ImitateElite(o_.self_imitation, PolicyDeadline());
   }
   Report("policy", mean_seconds, stats);
   if (o_.use_refinement && o_.refine_every > 0 && step_ % o_.refine_every == 0 && recent_) {
@@ -325,11 +336,8 @@ SearchOutcome Loop::Run() {
     SaveCheckpoint();
     if (StopRequested()) return finish(true);
   }
-  // The policy's share of the wall time; the rest is the final refinement's.
-  const double policy_deadline =
-      o_.use_refinement ? (1 - o_.final_refine_share) * o_.max_wall_seconds : o_.max_wall_seconds;
   while (o_.use_policy && step_ < o_.policy_steps && !OutOfEvaluations() &&
-         Elapsed() < policy_deadline) {
+         Elapsed() < PolicyDeadline()) {
     PolicyStep();
     if (o_.checkpoint_every > 0 && step_ % o_.checkpoint_every == 0) SaveCheckpoint();
     if (StopRequested()) return finish(true);

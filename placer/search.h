@@ -50,6 +50,7 @@ struct SearchOptions {
   // policy's mass towards them without spending the budget on it.
   ImitationOptions warm_start_imitation = {
       .target_probability = 0.8, .max_steps = 30, .own_decoding_samples = 1};
+  double warm_start_imitation_share = 0.15;  // of max_wall_seconds, at most
   ImitationOptions self_imitation = {
       .target_probability = 0.6, .max_steps = 5, .own_decoding_samples = 1};
   PolicyOptions policy;
