@@ -27,8 +27,10 @@ TensorId ModelBuilder::Apply(const std::string& name, const std::string& type,
                              std::vector<TensorId> inputs, Attributes attrs) {
   Op op{.name = name, .type = type, .inputs = std::move(inputs), .attrs = std::move(attrs)};
   std::vector<Shape> shapes;
+  std::vector<DType> dtypes;
   try {
     shapes = InferOutputShapes(graph_, op);
+    dtypes = InferOutputDTypes(graph_, op);
   } catch (const GraphError& error) {
     throw GraphError(fmt::format("op '{}' ({}): {}", name, type, error.what()));
   }
@@ -36,7 +38,8 @@ TensorId ModelBuilder::Apply(const std::string& name, const std::string& type,
     throw GraphError(
         fmt::format("op '{}' ({}) has {} outputs; use ApplyMulti", name, type, shapes.size()));
   }
-  TensorId out = graph_.AddTensor(Tensor{.name = name, .shape = shapes.at(0)});
+  TensorId out =
+      graph_.AddTensor(Tensor{.name = name, .shape = shapes.at(0), .dtype = dtypes.at(0)});
   op.outputs = {out};
   graph_.AddOp(std::move(op));
   return out;
@@ -46,14 +49,16 @@ std::vector<TensorId> ModelBuilder::ApplyMulti(const std::string& name, const st
                                                std::vector<TensorId> inputs, Attributes attrs) {
   Op op{.name = name, .type = type, .inputs = std::move(inputs), .attrs = std::move(attrs)};
   std::vector<Shape> shapes;
+  std::vector<DType> dtypes;
   try {
     shapes = InferOutputShapes(graph_, op);
+    dtypes = InferOutputDTypes(graph_, op);
   } catch (const GraphError& error) {
     throw GraphError(fmt::format("op '{}' ({}): {}", name, type, error.what()));
   }
   for (size_t k = 0; k < shapes.size(); ++k) {
-    op.outputs.push_back(
-        graph_.AddTensor(Tensor{.name = fmt::format("{}:{}", name, k), .shape = shapes[k]}));
+    op.outputs.push_back(graph_.AddTensor(
+        Tensor{.name = fmt::format("{}:{}", name, k), .shape = shapes[k], .dtype = dtypes[k]}));
   }
   std::vector<TensorId> outputs = op.outputs;
   graph_.AddOp(std::move(op));
