@@ -243,8 +243,19 @@ void CheckPositive(int64_t value, const char* what) {
 }
 }  // namespace
 
-Graph BuildLeNet(const LeNetOptions& o) {
-  CheckPositive(o.batch_size, "batch_size");
+void LeNetOptions::Fields(FieldVisitor& v) {
+  v.Int("image_size", image_size, 16,
+        "input height and width (one channel); smaller inputs leave nothing for the second "
+        "pooling layer");
+  v.Int("conv1_channels", conv1_channels, 1, "output channels of the first convolution");
+  v.Int("conv2_channels", conv2_channels, 1, "output channels of the second convolution");
+  v.Int("hidden", hidden, 1, "width of the hidden fully connected layer");
+  v.Int("classes", classes, 1, "width of the output layer");
+}
+
+Graph BuildLeNet(const LeNetOptions& options) {
+  LeNetOptions o = options;
+  CheckFields(o);
   Graph graph;
   ModelBuilder b(graph);
   TensorId x = b.Input("images", {o.batch_size, 1, o.image_size, o.image_size});
