@@ -604,7 +604,7 @@ void Loader::DeclareInputs() {
   }
 }
 
-std::vector<bool> Loader::LiveNodes() const {
+std::vector<bool> Loader::LiveNodes() {
   const pb::GraphProto& g = model_->graph();
   std::unordered_set<std::string> needed;
   // With a loss, only the first output is trained: the others would leave weights without
@@ -622,6 +622,9 @@ std::vector<bool> Loader::LiveNodes() const {
       if (!in.empty()) needed.insert(in);
     }
   }
+  // What a node's output feeds decides whether it is computed (a BatchNormalization's running
+  // statistics, an LSTM's final state): only the needed ones are live.
+  live_values_ = std::move(needed);
   return live;
 }
 
@@ -662,12 +665,6 @@ Graph Loader::Load() {
     for (const std::string& out : node.output()) reserved_.insert(out);
   }
   const std::vector<bool> live = LiveNodes();
-  for (int n = 0; n < g.node_size(); ++n) {
-    if (!live[static_cast<size_t>(n)]) continue;
-    for (const std::string& in : g.node(n).input()) live_values_.insert(in);
-    for (const std::string& out : g.node(n).output()) live_values_.insert(out);
-  }
-  for (const pb::ValueInfoProto& v : g.output()) live_values_.insert(v.name());
   CheckSupported(live);
   try {
     DeclareInputs();

@@ -154,7 +154,8 @@ class Loader {
 
  private:
   void DeclareInputs();
-  std::vector<bool> LiveNodes() const;
+  // Which nodes a needed graph output depends on; fills live_values_ with the values needed.
+  std::vector<bool> LiveNodes();
   void CheckSupported(const std::vector<bool>& live) const;
   void ConvertNode();
   void AttachOutputsAndLoss();
@@ -167,8 +168,8 @@ class Loader {
   Graph graph_;
   std::unordered_map<std::string, Value> values_;
   std::map<const Known*, TensorId> materialized_;
-  std::unordered_set<std::string> reserved_;  // every ONNX value name of the file
-  std::unordered_set<std::string> live_values_;
+  std::unordered_set<std::string> reserved_;         // every ONNX value name of the file
+  std::unordered_set<std::string> live_values_;      // read by a live node or a needed graph output
   std::unordered_set<std::string> current_outputs_;  // of the node being converted
   const onnxpb::NodeProto* node_ = nullptr;
   int node_index_ = -1;

@@ -148,7 +148,7 @@ void AddAnyTypeUnary(OpTable& table, const char* onnx, const char* ir, int out_t
                    const Known& x = Arg(in, 0);
                    return One(MapFold(x, out_type == 0 ? x.type : out_type, f));
                  },
-                 [ir](Loader& l) { l.EmitOutput(ir, {l.Tensor(0, Role::kConstant)}); }};
+                 [ir](Loader& l) { l.EmitOutput(ir, {l.Tensor(0)}); }};
 }
 
 std::vector<Known> FoldCast(int to, const Known& x) {
@@ -168,7 +168,7 @@ std::vector<Known> FoldCast(int to, const Known& x) {
 // Cast of a runtime tensor: to float32 (or float64, computed in float32), to int32 or int64 (the
 // IR's int64 holds both), or to bool (x != 0). Narrower types would wrap or round differently.
 void ConvertCast(Loader& l, int to) {
-  const TensorId x = l.Tensor(0, Role::kConstant);
+  const TensorId x = l.Tensor(0);
   const DType from = l.graph().tensor(x).dtype;
   if (to == kBool) {
     const TensorId zero = from == DType::kFloat32
@@ -218,18 +218,18 @@ void AddBinary(OpTable& table, const char* onnx, const char* ir, Fold fold) {
                    if (l.opset() < 7 && l.AttrInt("broadcast", 0) != 0 && l.HasAttr("axis")) {
                      l.Unsupported("legacy broadcasting with an axis");
                    }
-                   l.EmitOutput(ir, {l.Tensor(0, Role::kConstant), l.Tensor(1, Role::kConstant)});
+                   l.EmitOutput(ir, {l.Tensor(0), l.Tensor(1)});
                  }};
 }
 
 // Variadic ops as a chain of binary IR ops `ir` (Mean divides the sum by the count).
 void ConvertChain(Loader& l, const char* ir, bool mean) {
-  TensorId acc = l.Tensor(0, Role::kConstant);
+  TensorId acc = l.Tensor(0);
   const size_t n = l.NumInputs();
   for (size_t k = 1; k < n; ++k) {
     const bool last = k + 1 == n && !mean;
     const std::string name = last ? l.NodeBase() : fmt::format("{}/{}{}", l.NodeBase(), ir, k);
-    acc = l.Emit1(name, ir, {acc, l.Tensor(k, Role::kConstant)}, {}, last ? l.OutputName(0) : name);
+    acc = l.Emit1(name, ir, {acc, l.Tensor(k)}, {}, last ? l.OutputName(0) : name);
   }
   if (mean) {
     const TensorId count = l.ConstantOp(l.NodeBase() + "/count", {}, {static_cast<float>(n)});
@@ -319,9 +319,7 @@ void AddArithmetic(OpTable& table) {
                   [](Loader& l) {
                     Attributes attrs;
                     attrs.Set("fmod", l.AttrInt("fmod", 0));
-                    l.EmitOutput(t::kMod,
-                                 {l.Tensor(0, Role::kConstant), l.Tensor(1, Role::kConstant)},
-                                 std::move(attrs));
+                    l.EmitOutput(t::kMod, {l.Tensor(0), l.Tensor(1)}, std::move(attrs));
                   }};
   table["PRelu"] = {nullptr, [](Loader& l) {
                       l.EmitOutput(t::kPRelu, {l.Tensor(0), l.Tensor(1)});
@@ -349,22 +347,22 @@ void AddLogic(OpTable& table) {
   AddPredicate(table, "Or", t::kOr, [](auto a, auto b) { return a != 0 || b != 0; });
   AddPredicate(table, "Xor", t::kXor, [](auto a, auto b) { return (a != 0) != (b != 0); });
   AddAnyTypeUnary(table, "Not", t::kNot, kBool, [](double v) { return v == 0 ? 1.0 : 0.0; });
-  table["Where"] = {
-      [](Loader&, const std::vector<KnownPtr>& in) {
-        const Known &c = Arg(in, 0), &a = Arg(in, 1), &b = Arg(in, 2);
-        const Shape out = BroadcastShapes(BroadcastShapes(c.shape, a.shape), b.shape);
-        const auto sc = BroadcastStrides(c.shape, out), sa = BroadcastStrides(a.shape, out),
-                   sb = BroadcastStrides(b.shape, out);
-        Known r = Empty(a.type, out);
-        ForEachIndex(out, [&](int64_t flat, const std::vector<int64_t>& index) {
-          const bool pick_a = c.I(Dot(index, sc)) != 0;
-          CopyElement(pick_a ? a : b, Dot(index, pick_a ? sa : sb), r, flat);
-        });
-        return One(std::move(r));
-      },
-      [](Loader& l) {
-        l.EmitOutput(t::kWhere, {l.Tensor(0, Role::kConstant), l.Tensor(1), l.Tensor(2)});
-      }};
+  table["Where"] = {[](Loader&, const std::vector<KnownPtr>& in) {
+                      const Known &c = Arg(in, 0), &a = Arg(in, 1), &b = Arg(in, 2);
+                      const Shape out = BroadcastShapes(BroadcastShapes(c.shape, a.shape), b.shape);
+                      const auto sc = BroadcastStrides(c.shape, out),
+                                 sa = BroadcastStrides(a.shape, out),
+                                 sb = BroadcastStrides(b.shape, out);
+                      Known r = Empty(a.type, out);
+                      ForEachIndex(out, [&](int64_t flat, const std::vector<int64_t>& index) {
+                        const bool pick_a = c.I(Dot(index, sc)) != 0;
+                        CopyElement(pick_a ? a : b, Dot(index, pick_a ? sa : sb), r, flat);
+                      });
+                      return One(std::move(r));
+                    },
+                    [](Loader& l) {
+                      l.EmitOutput(t::kWhere, {l.Tensor(0), l.Tensor(1), l.Tensor(2)});
+                    }};
   table["IsNaN"] = {
       [](Loader&, const std::vector<KnownPtr>& in) {
         return One(MapFold(Arg(in, 0), kBool, [](double v) { return std::isnan(v) ? 1.0 : 0.0; }));
@@ -387,7 +385,7 @@ void AddLogic(OpTable& table) {
 
 // Clip's bounds: attributes before opset 11, optional inputs from then on.
 void ConvertClip(Loader& l) {
-  const TensorId x = l.Tensor(0, Role::kConstant);
+  const TensorId x = l.Tensor(0);
   if (l.opset() < 11) {
     Attributes attrs;
     attrs.Set("min", l.AttrFloat("min", -std::numeric_limits<float>::max()));

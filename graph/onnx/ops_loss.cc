@@ -24,7 +24,7 @@ Attributes NllAttributes(Loader& l) {
 
 void ConvertNll(Loader& l, TensorId log_probabilities) {
   std::vector<TensorId> inputs = {log_probabilities, l.Tensor(1, Role::kConstant)};
-  if (l.HasInput(2)) inputs.push_back(l.Tensor(2, Role::kConstant));
+  if (l.HasInput(2)) inputs.push_back(l.Tensor(2));
   if (l.graph().tensor(inputs[1]).dtype != DType::kInt64) {
     throw GraphError(fmt::format("target '{}' must be integers", l.InputName(1)));
   }

@@ -100,13 +100,13 @@ void ConvertReduce(Loader& l, const char* ir) {
   const Shape x = l.InShape(0);
   const std::optional<std::vector<int64_t>> axes = ReduceAxes(l, x.size());
   if (!axes || axes->empty()) {  // nothing to reduce (a scalar, or noop_with_empty_axes)
-    l.EmitOutput(t::kIdentity, {l.Tensor(0, Role::kConstant)});
+    l.EmitOutput(t::kIdentity, {l.Tensor(0)});
     return;
   }
   Attributes attrs;
   attrs.Set("axes", *axes);
   attrs.Set("keepdims", l.AttrInt("keepdims", 1));
-  l.EmitOutput(ir, {l.Tensor(0, Role::kConstant)}, std::move(attrs));
+  l.EmitOutput(ir, {l.Tensor(0)}, std::move(attrs));
 }
 
 void ConvertArg(Loader& l, const char* ir) {
@@ -114,7 +114,7 @@ void ConvertArg(Loader& l, const char* ir) {
   attrs.Set("axis", l.AttrInt("axis", 0));
   attrs.Set("keepdims", l.AttrInt("keepdims", 1));
   attrs.Set("select_last_index", l.AttrInt("select_last_index", 0));
-  l.EmitOutput(ir, {l.Tensor(0, Role::kConstant)}, std::move(attrs));
+  l.EmitOutput(ir, {l.Tensor(0)}, std::move(attrs));
 }
 
 void ConvertTopK(Loader& l) {
@@ -130,7 +130,7 @@ void ConvertTopK(Loader& l) {
     if (names[k].empty()) names[k] = fmt::format("{}/unused{}", l.NodeBase(), k);
   }
   std::vector<TensorId> out =
-      l.Emit(l.NodeBase(), t::kTopK, {l.Tensor(0, Role::kConstant)}, std::move(attrs), names);
+      l.Emit(l.NodeBase(), t::kTopK, {l.Tensor(0)}, std::move(attrs), names);
   for (size_t k = 0; k < std::min<size_t>(2, l.NumOutputs()); ++k) {
     if (!l.OutputName(k).empty()) l.Define(k, out[k]);
   }

@@ -101,7 +101,7 @@ void AddReshaping(OpTable& table, const char* onnx,
                  [shape](Loader& l) {
                    Attributes attrs;
                    attrs.Set("shape", shape(l, l.InShape(0)));
-                   l.EmitOutput(t::kReshape, {l.Tensor(0, Role::kConstant)}, std::move(attrs));
+                   l.EmitOutput(t::kReshape, {l.Tensor(0)}, std::move(attrs));
                  }};
 }
 
@@ -170,9 +170,9 @@ void ConvertConcat(Loader& l) {
   for (size_t k = 0; k < l.NumInputs(); ++k) {
     // Empty inputs (an exporter's placeholder) add nothing.
     if (NumElements(l.InShape(k)) == 0 && l.NumInputs() > 1) continue;
-    inputs.push_back(l.Tensor(k, Role::kConstant));
+    inputs.push_back(l.Tensor(k));
   }
-  if (inputs.empty()) inputs.push_back(l.Tensor(0, Role::kConstant));
+  if (inputs.empty()) inputs.push_back(l.Tensor(0));
   Attributes attrs;
   attrs.Set("axis", l.AttrInt("axis", 0));
   l.EmitOutput(t::kConcat, inputs, std::move(attrs));
@@ -245,7 +245,7 @@ void ConvertSplit(Loader& l) {
                                             : l.OutputName(k));
   }
   std::vector<TensorId> out =
-      l.Emit(l.NodeBase(), t::kSplit, {l.Tensor(0, Role::kConstant)}, std::move(attrs), names);
+      l.Emit(l.NodeBase(), t::kSplit, {l.Tensor(0)}, std::move(attrs), names);
   for (size_t k = 0; k < out.size(); ++k) {
     if (!l.OutputName(k).empty()) l.Define(k, out[k]);
   }
@@ -302,7 +302,7 @@ std::vector<Known> FoldSlice(Loader& l, const std::vector<KnownPtr>& in) {
 void ConvertSlice(Loader& l) {
   const Shape x = l.InShape(0);
   const SliceSpec spec = SliceInputs(l);
-  TensorId y = l.Tensor(0, Role::kConstant);
+  TensorId y = l.Tensor(0);
   std::vector<std::pair<int64_t, SliceRange>> cuts;
   for (size_t j = 0; j < spec.axes.size(); ++j) {
     const int64_t axis = NormalizeAxis(spec.axes[j], x.size());
@@ -392,7 +392,7 @@ void ConvertGather(Loader& l) {
     }
   }
   if (which.empty() || runs.size() > 64) {
-    l.EmitOutput(t::kGather, {l.Tensor(0), l.Tensor(1, Role::kConstant)}, std::move(gather));
+    l.EmitOutput(t::kGather, {l.Tensor(0), l.Tensor(1)}, std::move(gather));
     return;
   }
   TensorId x = l.Tensor(0);
@@ -416,9 +416,9 @@ void AddIndexing(OpTable& table, const char* onnx, const char* ir,
   table[onnx] = {nullptr, [ir, attrs](Loader& l) {
                    Attributes a;
                    attrs(l, a);
-                   std::vector<TensorId> inputs = {l.Tensor(0, Role::kConstant)};
+                   std::vector<TensorId> inputs = {l.Tensor(0)};
                    for (size_t k = 1; k < l.NumInputs(); ++k) {
-                     inputs.push_back(l.Tensor(k, k == 1 ? Role::kConstant : Role::kWeight));
+                     inputs.push_back(l.Tensor(k));
                    }
                    if (l.graph().tensor(inputs[1]).dtype != DType::kInt64) {
                      throw GraphError(fmt::format("indices '{}' must be integers", l.InputName(1)));
@@ -449,18 +449,18 @@ void ConvertExpand(Loader& l) {
   const Shape x = l.InShape(0);
   const Shape out = BroadcastShapes(x, l.KnownInts(1, "shape"));
   if (out == x) {
-    l.EmitOutput(t::kIdentity, {l.Tensor(0, Role::kConstant)});
+    l.EmitOutput(t::kIdentity, {l.Tensor(0)});
     return;
   }
   Attributes attrs;
   attrs.Set("shape", out);
-  l.EmitOutput(t::kExpand, {l.Tensor(0, Role::kConstant)}, std::move(attrs));
+  l.EmitOutput(t::kExpand, {l.Tensor(0)}, std::move(attrs));
 }
 
 void ConvertTile(Loader& l) {
   Attributes attrs;
   attrs.Set("repeats", l.KnownInts(1, "repeats"));
-  l.EmitOutput(t::kTile, {l.Tensor(0, Role::kConstant)}, std::move(attrs));
+  l.EmitOutput(t::kTile, {l.Tensor(0)}, std::move(attrs));
 }
 
 // Pad: attributes before opset 11, then inputs (pads, constant_value, and from opset 18 axes).
@@ -496,7 +496,7 @@ void ConvertPad(Loader& l) {
   if (mode != "constant" && mode != "reflect" && mode != "edge") {
     l.Unsupported(fmt::format("Pad mode '{}'", mode));
   }
-  TensorId y = l.Tensor(0, Role::kConstant);
+  TensorId y = l.Tensor(0);
   for (size_t d = 0; d < rank; ++d) {
     const int64_t before = pads[d], after = pads[d + rank];
     if (before >= 0 && after >= 0) continue;
@@ -516,7 +516,7 @@ void ConvertTrilu(Loader& l) {
   Attributes attrs;
   attrs.Set("upper", l.AttrInt("upper", 1));
   attrs.Set("k", l.HasInput(1) ? l.KnownInts(1, "k").at(0) : int64_t{0});
-  l.EmitOutput(t::kTrilu, {l.Tensor(0, Role::kConstant)}, std::move(attrs));
+  l.EmitOutput(t::kTrilu, {l.Tensor(0)}, std::move(attrs));
 }
 
 void ConvertCumSum(Loader& l) {
@@ -524,7 +524,7 @@ void ConvertCumSum(Loader& l) {
   attrs.Set("axis", l.KnownInts(1, "axis").at(0));
   attrs.Set("exclusive", l.AttrInt("exclusive", 0));
   attrs.Set("reverse", l.AttrInt("reverse", 0));
-  l.EmitOutput(t::kCumSum, {l.Tensor(0, Role::kConstant)}, std::move(attrs));
+  l.EmitOutput(t::kCumSum, {l.Tensor(0)}, std::move(attrs));
 }
 
 // Resize (opset 10 on) and Upsample (before): the output shape from sizes or scales, and the
@@ -597,7 +597,7 @@ void ConvertBlocks(Loader& l, const char* ir) {
   Attributes attrs;
   attrs.Set("blocksize", l.AttrInt("blocksize", 0));
   if (ir == std::string(t::kDepthToSpace)) attrs.Set("mode", l.AttrString("mode", "DCR"));
-  l.EmitOutput(ir, {l.Tensor(0, Role::kConstant)}, std::move(attrs));
+  l.EmitOutput(ir, {l.Tensor(0)}, std::move(attrs));
 }
 
 }  // namespace
@@ -614,18 +614,17 @@ void AddTensorOps(OpTable& table) {
                       [](Loader& l) {
                         const Shape x = l.InShape(0);
                         if (l.AttrInt("axis", 1) == 1 && x.size() >= 1) {
-                          l.EmitOutput(t::kFlatten, {l.Tensor(0, Role::kConstant)});
+                          l.EmitOutput(t::kFlatten, {l.Tensor(0)});
                           return;
                         }
                         Attributes attrs;
                         attrs.Set("shape", FlattenShape(l, x));
-                        l.EmitOutput(t::kReshape, {l.Tensor(0, Role::kConstant)}, std::move(attrs));
+                        l.EmitOutput(t::kReshape, {l.Tensor(0)}, std::move(attrs));
                       }};
   table["Transpose"] = {FoldTranspose, [](Loader& l) {
                           Attributes attrs;
                           attrs.Set("perm", Perm(l, l.InShape(0).size()));
-                          l.EmitOutput(t::kTranspose, {l.Tensor(0, Role::kConstant)},
-                                       std::move(attrs));
+                          l.EmitOutput(t::kTranspose, {l.Tensor(0)}, std::move(attrs));
                         }};
   table["Concat"] = {FoldConcat, ConvertConcat};
   table["Split"] = {FoldSplit, ConvertSplit};
