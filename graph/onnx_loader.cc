@@ -51,12 +51,9 @@ Graph LoadOnnx(const std::filesystem::path& file, const OnnxOptions& options) {
       *batch.fixed, *options.batch_size, where);
 }
 
-OnnxTensor ReadOnnxTensor(const std::filesystem::path& file) {
-  const std::string bytes = onnx::ReadFile(file);
-  pb::TensorProto proto;
-  if (!proto.ParseFromString(bytes)) {
-    throw GraphError(fmt::format("{}: not a serialised ONNX TensorProto", file.string()));
-  }
+namespace {
+
+OnnxTensor Convert(const pb::TensorProto& proto, const std::filesystem::path& file) {
   onnx::Known k;
   try {
     k = onnx::FromTensorProto(proto, proto.name());
@@ -75,6 +72,24 @@ OnnxTensor ReadOnnxTensor(const std::filesystem::path& file) {
     t.ints = k.i;
   }
   return t;
+}
+
+}  // namespace
+
+OnnxTensor ReadOnnxTensor(const std::filesystem::path& file) {
+  const std::string bytes = onnx::ReadFile(file);
+  pb::TensorProto proto;
+  if (!proto.ParseFromString(bytes)) {
+    throw GraphError(fmt::format("{}: not a serialised ONNX TensorProto", file.string()));
+  }
+  return Convert(proto, file);
+}
+
+std::vector<OnnxTensor> ReadOnnxInitializers(const std::filesystem::path& file) {
+  const pb::ModelProto model = onnx::ParseModel(file);
+  std::vector<OnnxTensor> tensors;
+  for (const pb::TensorProto& t : model.graph().initializer()) tensors.push_back(Convert(t, file));
+  return tensors;
 }
 
 OnnxSignature ReadOnnxSignature(const std::filesystem::path& file) {

@@ -95,6 +95,10 @@ Graph LoadOnnx(const std::filesystem::path& file, const OnnxOptions& options = {
 // holds an element type without a float32 or int64 counterpart (strings).
 OnnxTensor ReadOnnxTensor(const std::filesystem::path& file);
 
+// The initializers of an ONNX file, converted as ReadOnnxTensor converts one tensor (a model's
+// weights, or tensors saved as initializers, as the model suite's references are).
+std::vector<OnnxTensor> ReadOnnxInitializers(const std::filesystem::path& file);
+
 // Names of the graph inputs (initializers excluded) and outputs of an ONNX file, in file order.
 struct OnnxSignature {
   std::vector<std::string> inputs;
