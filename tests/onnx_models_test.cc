@@ -1,7 +1,8 @@
 // Models exported from PyTorch (scripts/export_onnx.py, run by the onnx_export_fixtures CTest
 // fixture into PLACER_ONNX_FIXTURES) through the loader and the executor: the exported LeNet trains
-// exactly like the built-in one, and ResNet-18, a transformer encoder and an LSTM compute what
-// PyTorch computed for the same input.
+// exactly like the built-in one, ResNet-18, a transformer encoder and an LSTM compute what
+// PyTorch computed for the same input, and an export with a baked batch takes only its own.
+// (The model suite's training steps: onnx_suite_test.cc.)
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 #include <gmock/gmock.h>
@@ -150,6 +151,28 @@ TEST(OnnxModelsTest, ResNet18HasEveryWeightAndATrainingStep) {
   EXPECT_EQ(g.ParameterCount(), 11176842);
   EXPECT_EQ(g.OpsInPhase(graph::Phase::kUpdate).size(), 42u);
   EXPECT_EQ(g.tensor(g.TensorByName("images")).shape, (graph::Shape{4, 3, 64, 64}));
+}
+
+// torch.onnx.export without dynamic_axes: the transformer's batch (4) is fixed and baked into the
+// attention's Reshape constants, so another batch is a BatchError that names the node and says
+// how to export, and a data-parallel split of it cannot be built.
+TEST(OnnxModelsTest, AnExportWithABakedBatchTakesOnlyItsOwn) {
+  const fs::path file = Fixture("transformer_static.onnx");
+  EXPECT_EQ(graph::ReadOnnxBatch(file).fixed, 4);
+  const graph::Graph own = graph::LoadOnnx(file);
+  EXPECT_EQ(own.tensor(own.TensorByName("tokens")).shape, (graph::Shape{4, 7}));
+  try {
+    graph::LoadOnnx(file, {.batch_size = 2});
+    ADD_FAILURE() << "a batch of 2 loaded";
+  } catch (const graph::BatchError& error) {
+    EXPECT_EQ(error.file_batch(), 4);
+    EXPECT_THAT(error.node(), HasSubstr("Reshape"));
+    EXPECT_THAT(error.what(), HasSubstr("the export fixed the batch at 4"));
+    EXPECT_THAT(error.what(), HasSubstr("dynamic_axes={\"tokens\": {0: \"batch\"}}"));
+  }
+  // The same model exported with a dynamic batch axis takes both.
+  EXPECT_NO_THROW(graph::LoadOnnx(Fixture("transformer.onnx"), {.batch_size = 2}));
+  EXPECT_NO_THROW(graph::LoadOnnx(Fixture("transformer.onnx"), {.batch_size = 4}));
 }
 
 TEST(OnnxModelsTest, ConfigNamesAnOnnxFileRelativeToItself) {
