@@ -579,6 +579,32 @@ TEST(KernelsTest, EveryDeclaredForwardOpTypeIsExercised) {
   }
 }
 
+// Training-mode dropout: the mask depends on the op's seed and the step only (so a placement or a
+// re-run draws the same one), a new one every step; kept values are scaled by 1 / (1 - ratio),
+// and the gradient is the same mask.
+TEST(KernelsTest, DropoutDrawsAMaskPerSeedAndStep) {
+  auto op = [](int64_t seed) {
+    return graph::Op{
+        .name = "drop", .type = ops::kDropout, .attrs = Attrs({{"ratio", 0.25}, {"seed", seed}})};
+  };
+  const at::Tensor x = at::ones({100, 100});
+  auto run = [&](int64_t seed, uint64_t step) {
+    return RunForwardKernel(op(seed), {x}, at::kCPU, step)[0];
+  };
+  const at::Tensor first = run(11, 0);
+  EXPECT_TRUE(at::equal(first, run(11, 0)));
+  EXPECT_FALSE(at::equal(first, run(11, 1)));
+  EXPECT_FALSE(at::equal(first, run(12, 0)));
+  const double dropped = (first == 0).to(at::kDouble).mean().item<double>();
+  EXPECT_NEAR(dropped, 0.25, 0.02);  // 10,000 draws: the standard deviation is 0.0043
+  EXPECT_TRUE(at::equal(at::where(first == 0, first, first - 1.0 / 0.75), at::zeros_like(first)));
+  at::AutoGradMode grad_mode(true);
+  const at::Tensor input = x.clone().requires_grad_(true);
+  const at::Tensor y = RunForwardKernel(op(11), {input}, at::kCPU, 0)[0];
+  const at::Tensor grad = torch::autograd::grad({y.sum()}, {input})[0];
+  EXPECT_TRUE(at::equal(grad, first));
+}
+
 TEST(KernelsTest, TokenIdsIndexTheirEmbeddingTable) {
   graph::Graph g = AttentionNet();
   TensorMap batch = SyntheticBatch(g, 1);
