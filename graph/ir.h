@@ -62,7 +62,7 @@ struct Tensor {
   TensorKind kind = TensorKind::kActivation;
   OpId producer = kNoOp;
   std::vector<OpId> consumers;  // distinct, in the order they were added
-  Initializer init;  // parameters only
+  Initializer init;             // parameters only
 
   int64_t bytes() const { return NumElements(shape) * ElementSize(dtype); }
 };

@@ -127,7 +127,14 @@ int64_t WindowExtent(int64_t size, int64_t kernel, int64_t stride, int64_t pad_b
                      int64_t pad_after, int64_t dilation, bool ceil_mode) {
   if (stride <= 0) throw GraphError("stride must be positive");
   if (dilation <= 0) throw GraphError("dilation must be positive");
-  const int64_t span = size + pad_before + pad_after - dilation * (kernel - 1) - 1;
+  if (kernel <= 0) throw GraphError("kernel must be positive");
+  // In 128 bits: the attributes come from files, and their products must not wrap.
+  const __int128 wide = static_cast<__int128>(size) + pad_before + pad_after -
+                        static_cast<__int128>(dilation) * (kernel - 1) - 1;
+  if (wide > (int64_t{1} << 62) || wide < -(int64_t{1} << 62)) {
+    throw GraphError("window arithmetic out of range");
+  }
+  const auto span = static_cast<int64_t>(wide);
   if (span < 0) {
     throw GraphError(
         fmt::format("window {} (dilation {}) does not fit input extent {} (padding {})", kernel,

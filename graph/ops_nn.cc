@@ -72,9 +72,13 @@ std::vector<Shape> ConvTransposeShapes(const Graph& g, const Op& op) {
     if (output_padding[d] >= std::max(stride[d], dilation[d])) {
       throw GraphError("output_padding must be smaller than the stride or the dilation");
     }
-    out[2 + d] = (x[2 + d] - 1) * stride[d] - 2 * padding[d] + dilation[d] * (w[2 + d] - 1) +
-                 output_padding[d] + 1;
-    if (out[2 + d] < 1) throw GraphError("the padding leaves no output");
+    // In 128 bits: the attributes come from files, and their products must not wrap.
+    const __int128 extent = static_cast<__int128>(x[2 + d] - 1) * stride[d] - 2 * padding[d] +
+                            static_cast<__int128>(dilation[d]) * (w[2 + d] - 1) +
+                            output_padding[d] + 1;
+    if (extent < 1) throw GraphError("the padding leaves no output");
+    if (extent > kMaxTensorElements) throw GraphError("the output is too large");
+    out[2 + d] = static_cast<int64_t>(extent);
   }
   return {out};
 }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "graph/op_rules.h"
 #include "graph/ops.h"
@@ -152,7 +153,10 @@ std::vector<Shape> PadShapes(const Graph& g, const Op& op) {
     if (mode == "edge" && out[d] == 0 && (before || after)) {
       throw GraphError(fmt::format("edge padding of the empty axis {}", d));
     }
-    out[d] += before + after;
+    if (__builtin_add_overflow(out[d], before, &out[d]) ||
+        __builtin_add_overflow(out[d], after, &out[d])) {
+      throw GraphError("padding too large");
+    }
   }
   NumElements(out);
   return {out};
@@ -177,12 +181,16 @@ std::vector<Shape> DepthToSpaceShapes(const Graph& g, const Op& op) {
   ExpectRank(g, op, 0, 4);
   const Shape& x = InputShape(g, op, 0);
   const int64_t b = op.attrs.GetInt("blocksize");
-  if (b < 1 || x[1] % (b * b) != 0) {
+  if (b < 1 || b > (int64_t{1} << 31) || x[1] % (b * b) != 0) {
     throw GraphError(fmt::format("blocksize {} squared must divide the {} channels", b, x[1]));
   }
   const std::string mode = op.attrs.Has("mode") ? op.attrs.GetString("mode") : "DCR";
   if (mode != "DCR" && mode != "CRD") throw GraphError(fmt::format("unknown mode '{}'", mode));
-  return {{x[0], x[1] / (b * b), x[2] * b, x[3] * b}};
+  Shape out = {x[0], x[1] / (b * b), 0, 0};
+  if (__builtin_mul_overflow(x[2], b, &out[2]) || __builtin_mul_overflow(x[3], b, &out[3])) {
+    throw GraphError("blocksize too large");
+  }
+  return {out};
 }
 
 std::vector<Shape> SpaceToDepthShapes(const Graph& g, const Op& op) {
@@ -190,7 +198,7 @@ std::vector<Shape> SpaceToDepthShapes(const Graph& g, const Op& op) {
   ExpectRank(g, op, 0, 4);
   const Shape& x = InputShape(g, op, 0);
   const int64_t b = op.attrs.GetInt("blocksize");
-  if (b < 1 || x[2] % b != 0 || x[3] % b != 0) {
+  if (b < 1 || b > (int64_t{1} << 31) || x[2] % b != 0 || x[3] % b != 0) {
     throw GraphError(fmt::format("blocksize {} must divide height {} and width {}", b, x[2], x[3]));
   }
   return {{x[0], x[1] * b * b, x[2] / b, x[3] / b}};
@@ -332,14 +340,15 @@ int64_t SliceCount(int64_t extent, int64_t start, int64_t end, int64_t step) {
     };
     start = clamp(start);
     end = clamp(end);
-    return end > start ? (end - start + step - 1) / step : 0;
+    return end > start ? (end - start - 1) / step + 1 : 0;
   }
   // Negative steps take resolved bounds: start in [0, extent), end in [-1, start].
   if (start < 0 || start >= extent || end < -1 || end > start) {
     throw GraphError(fmt::format("slice from {} to {} by {} is not resolved for extent {}", start,
                                  end, step, extent));
   }
-  return (start - end - step - 1) / -step;
+  if (step == std::numeric_limits<int64_t>::min()) return 1;
+  return (start - end - 1) / -step + 1;
 }
 
 void AddTensorTypes(OpTable& table) {

@@ -58,8 +58,8 @@ at::Tensor GruCell(const graph::Op& op, const Inputs& in) {
 at::Tensor NllLoss(const Attributes& a, const Inputs& in) {
   const at::Tensor& input = in[0];
   const at::Tensor& target = in[1];
-  at::Tensor valid = a.Has("ignore_index") ? target != a.GetInt("ignore_index")
-                                           : at::ones_like(target, at::kBool);
+  at::Tensor valid =
+      a.Has("ignore_index") ? target != a.GetInt("ignore_index") : at::ones_like(target, at::kBool);
   const at::Tensor safe = at::where(valid, target, at::zeros_like(target));
   const at::Tensor picked = input.gather(1, safe.unsqueeze(1)).squeeze(1);
   at::Tensor weight = valid.to(input.scalar_type());

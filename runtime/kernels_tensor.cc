@@ -204,9 +204,9 @@ at::Tensor ResizeAxis(const at::Tensor& x, int64_t axis, int64_t out, double sca
   for (int64_t o = 0; o < out; ++o) {
     double x_in;
     if (coordinate == "align_corners") {
-      x_in = out_extent == 1 ? 0
-                             : static_cast<double>(o) * static_cast<double>(in - 1) /
-                                   (out_extent - 1);
+      x_in = out_extent == 1
+                 ? 0
+                 : static_cast<double>(o) * static_cast<double>(in - 1) / (out_extent - 1);
     } else if (coordinate == "asymmetric") {
       x_in = static_cast<double>(o) / scale;
     } else if (coordinate == "pytorch_half_pixel" && out_extent == 1) {

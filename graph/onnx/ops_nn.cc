@@ -102,6 +102,9 @@ void ConvertConvTranspose(Loader& l) {
   std::vector<int64_t> output_padding =
       l.AttrInts("output_padding").value_or(std::vector<int64_t>{0, 0});
   if (output_padding.size() != 2) throw GraphError("output_padding must have 2 entries");
+  for (int64_t p : output_padding) {
+    if (p < 0 || p > kLimit) throw GraphError("output_padding must be non-negative");
+  }
   const std::string auto_pad = l.AttrString("auto_pad", "NOTSET");
   std::vector<int64_t> pads = l.AttrInts("pads").value_or(std::vector<int64_t>(4, 0));
   if (pads.size() != 4) throw GraphError("pads must have 4 entries");
@@ -114,8 +117,12 @@ void ConvertConvTranspose(Loader& l) {
       output_shape->erase(output_shape->begin(), output_shape->begin() + 2);
     if (output_shape->size() != 2) throw GraphError("output_shape must have 2 spatial entries");
     for (size_t d = 0; d < 2; ++d) {
-      const int64_t total = strides[d] * (x[2 + d] - 1) + output_padding[d] +
-                            (w[2 + d] - 1) * dilations[d] + 1 - (*output_shape)[d];
+      // In 128 bits: the attributes come from the file, and their products must not wrap.
+      const __int128 wide = static_cast<__int128>(strides[d]) * (x[2 + d] - 1) + output_padding[d] +
+                            static_cast<__int128>(w[2 + d] - 1) * dilations[d] + 1 -
+                            (*output_shape)[d];
+      if (wide > kLimit || wide < -kLimit) throw GraphError("output_shape out of range");
+      const auto total = static_cast<int64_t>(wide);
       if (total < 0) {
         // A larger output than the padding-free one: output_padding supplies the difference.
         output_padding[d] -= total;
@@ -190,6 +197,9 @@ void ConvertPool(Loader& l) {
       widen(l.AttrInts("dilations").value_or(std::vector<int64_t>(one_d ? 1 : 2, 1)), 1);
   if (strides.size() != 2 || dilations.size() != 2) {
     throw GraphError("strides and dilations must have one entry per spatial axis");
+  }
+  for (int64_t v : {strides[0], strides[1], dilations[0], dilations[1]}) {
+    if (v < 1 || v > kLimit) throw GraphError("strides and dilations must be positive");
   }
   if (!max && dilations != std::vector<int64_t>{1, 1}) l.Unsupported("dilated average pooling");
   if (l.AttrInt("storage_order", 0) != 0) l.Unsupported("column-major storage_order");

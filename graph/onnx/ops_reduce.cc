@@ -122,9 +122,7 @@ void ConvertTopK(Loader& l) {
   attrs.Set("k", l.opset() >= 10 ? l.KnownInts(1, "k").at(0) : l.AttrInt("k", 0));
   attrs.Set("axis", l.AttrInt("axis", -1));
   attrs.Set("largest", l.AttrInt("largest", 1));
-  if (l.AttrInt("sorted", 1) == 0) {
-    // Unsorted order is the implementation's choice; sorted is one of them.
-  }
+  // sorted = 0 leaves the order to the implementation: sorted is one of them.
   std::vector<std::string> names = {l.OutputName(0), l.NumOutputs() > 1 ? l.OutputName(1) : ""};
   for (size_t k = 0; k < 2; ++k) {
     if (names[k].empty()) names[k] = fmt::format("{}/unused{}", l.NodeBase(), k);
@@ -170,7 +168,8 @@ void AddReduceOps(OpTable& table) {
       {"ReduceLogSumExp", t::kReduceLogSumExp},
       {"ReduceSumSquare", t::kReduceSumSquare},
   };
-  for (const auto& [onnx, ir] : reductions) {
+  for (const auto& [onnx, ir_type] : reductions) {
+    const char* ir = ir_type;  // a structured binding cannot be captured before C++20 in clang 14
     table[onnx] = {FoldReduce, [ir](Loader& l) { ConvertReduce(l, ir); }};
   }
   table["ArgMax"] = {nullptr, [](Loader& l) { ConvertArg(l, t::kArgMax); }};

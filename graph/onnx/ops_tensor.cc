@@ -567,7 +567,12 @@ void ConvertResize(Loader& l) {
       all_scales[d] = static_cast<double>(out[d]) / static_cast<double>(x[d]);
     } else {
       all_scales[d] = scales[j];
-      out[d] = static_cast<int64_t>(std::floor(static_cast<double>(x[d]) * scales[j]));
+      const double extent = std::floor(static_cast<double>(x[d]) * scales[j]);
+      if (!(scales[j] > 0) || !(extent >= 1 && extent <= 1e12)) {
+        throw GraphError(
+            fmt::format("scale {} of axis {} leaves an output extent of {}", scales[j], d, extent));
+      }
+      out[d] = static_cast<int64_t>(extent);
     }
   }
   std::string mode = l.AttrString("mode", "nearest");
