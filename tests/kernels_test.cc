@@ -605,6 +605,37 @@ TEST(KernelsTest, DropoutDrawsAMaskPerSeedAndStep) {
   EXPECT_TRUE(at::equal(grad, first));
 }
 
+// Einsum's shape rule parses the equation itself (graph/ops_nn.cc): its shapes are LibTorch's for
+// the forms ONNX's own Einsum tests use (their data is float64, which the IR does not take).
+TEST(KernelsTest, EinsumShapesAreLibTorchs) {
+  const std::vector<std::pair<std::string, std::vector<Shape>>> cases = {
+      {"ij,jk->ik", {{3, 4}, {4, 5}}},
+      {"bij,bjk->bik", {{2, 3, 4}, {2, 4, 5}}},
+      {"i,i", {{7}, {7}}},
+      {"ij->ji", {{3, 4}}},
+      {"ij->i", {{3, 4}}},
+      {"...ii->...i", {{2, 3, 4, 4}}},
+      {"ij,jk", {{3, 4}, {4, 5}}},
+      {"...ij,...jk->...ik", {{6, 1, 3, 4}, {2, 4, 5}}},
+      {"bhqd,bhkd->bhqk", {{2, 4, 5, 8}, {2, 4, 6, 8}}},
+  };
+  for (const auto& [equation, shapes] : cases) {
+    graph::Graph g;
+    graph::ModelBuilder b(g);
+    std::vector<TensorId> inputs;
+    std::vector<at::Tensor> values;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      inputs.push_back(b.Input(fmt::format("x{}", i), shapes[i]));
+      values.push_back(at::randn(shapes[i]));
+    }
+    const TensorId y = b.Apply("einsum", ops::kEinsum, inputs, Attrs({{"equation", equation}}));
+    const at::Tensor expected = at::einsum(equation, values);
+    EXPECT_EQ(g.tensor(y).shape, expected.sizes().vec()) << equation;
+    const at::Tensor actual = RunForwardKernel(g.op(0), values, at::kCPU)[0];
+    EXPECT_TRUE(at::allclose(actual, expected)) << equation;
+  }
+}
+
 TEST(KernelsTest, TokenIdsIndexTheirEmbeddingTable) {
   graph::Graph g = AttentionNet();
   TensorMap batch = SyntheticBatch(g, 1);
