@@ -12,6 +12,7 @@
 #include "cli/inspect.h"
 #include "cli/model_factory.h"
 #include "cli/search_command.h"
+#include "cli/search_setup.h"
 #include "config/config.h"
 #include "graph/placement.h"
 #include "proto/writers.h"
@@ -104,9 +105,28 @@ void PrintEvaluation(const runtime::EvaluationResult& r, std::ostream& out) {
   }
 }
 
+// The replica count of the model a command runs: the placement file's (`replicas:`, as search
+// writes it for a replicated placement), else model.replicas.
+int ReplicasFor(const Commands& c, const config::Config& config) {
+  if (c.placement_path.empty()) return config.model.replicas;
+  try {
+    const std::string ext = std::filesystem::path(c.placement_path).extension().string();
+    return ext == ".pb" || ext == ".pbtxt" || ext == ".txtpb"
+               ? proto::ReadPlacementProtoReplicas(c.placement_path)
+               : graph::ReadPlacementReplicas(c.placement_path);
+  } catch (const graph::PlacementError& error) {
+    throw InputError(error.what());
+  }
+}
+
+graph::Graph ModelFor(const Commands& c, const config::Config& config) {
+  const int replicas = ReplicasFor(c, config);
+  return replicas > 1 ? BuildReplicated(config, replicas).graph : BuildSingleModel(config);
+}
+
 int Evaluate(const Commands& c) {
   config::Config config = config::LoadConfig(c.config_path);
-  graph::Graph model = BuildModel(config);
+  graph::Graph model = ModelFor(c, config);
   runtime::DeviceSet devices = runtime::ResolveDevices(config);
   std::string description;
   std::optional<graph::DataParallelGraph> dp;
@@ -234,8 +254,8 @@ int Train(const Commands& c) {
     dp = BuildDataParallelOver(config, runtime::DeviceNames(devices));
     setup = runtime::DataParallelSetup(*dp);
     description = fmt::format("data parallel, shards of {}", fmt::join(dp->shard_sizes, "/"));
-  } else if (config.model.replicas > 1) {
-    dp = BuildReplicated(config, config.model.replicas);
+  } else if (const int replicas = ReplicasFor(c, config); replicas > 1) {
+    dp = BuildReplicated(config, replicas);
     setup = runtime::DataParallelSetup(*dp);
     setup.placement = ChoosePlacement(c, dp->graph, devices, description, ExpertFacts(config));
   } else {
@@ -296,10 +316,15 @@ void RegisterCommands(CLI::App& app, Commands& c) {
       app, c, "search", "learn a placement (REINFORCE on measured or simulated step times)",
       RunSearchCommand);
   search->add_flag("--resume", c.resume, "continue the search checkpointed in output.directory");
-  AddConfigCommand(app, c, "compare",
-                   "single device, data parallel, expert, m-TOPO/m-ETF/m-SCT, HEFT, METIS, "
-                   "Scotch, random and learned search, evaluated alike: report.md and report.html",
-                   RunCompareCommand);
+  search->add_option("-o,--output", c.output_directory,
+                     "output directory, instead of the config's output.directory");
+  CLI::App* compare = AddConfigCommand(
+      app, c, "compare",
+      "single device, data parallel, expert, m-TOPO/m-ETF/m-SCT, HEFT, METIS, Scotch, random "
+      "search and the learned search, judged alike: report.md, report.html, report.json",
+      RunCompareCommand);
+  compare->add_option("-o,--output", c.output_directory,
+                      "output directory, instead of the config's output.directory");
   CLI::App* train = AddConfigCommand(
       app, c, "train", "train on Fashion-MNIST under a placement, report test accuracy", Train);
   train->add_option(

@@ -32,6 +32,7 @@ struct Commands {
   bool resume = false;
   bool simulate = false;
   std::string output_path;
+  std::string output_directory;  // search, compare: instead of the config's output.directory
   int epochs = 10;
   int max_steps = 0;
 };

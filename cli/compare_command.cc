@@ -8,144 +8,179 @@
 #include <iostream>
 #include <optional>
 
-#include "cli/model_factory.h"
-#include "cli/search_command.h"
-#include "cli/side_by_side.h"
-#include "graph/data_parallel.h"
-#include "graph/grouping.h"
-#include "placer/baselines/baselines.h"
+#include "cli/search_setup.h"
 #include "placer/report.h"
 #include "placer/search.h"
-#include "runtime/device.h"
-#include "runtime/sim/simulated_evaluator.h"
+#include "placer/verifier.h"
 
 namespace placer::cli {
 namespace {
 
-search::ReportRow RowOf(std::string method, const runtime::EvaluationResult& r,
-                        double seconds_to_produce) {
-  search::ReportRow row{std::move(method),  r.valid, r.invalid_reason, r.step_seconds,
-                        seconds_to_produce, {}};
+using Kind = search::ReportRow::Kind;
+
+// A row to be judged side by side: a method and its candidate, or why it has none.
+struct Pending {
+  Kind kind = Kind::kBaseline;
+  std::string method;
+  std::optional<search::Candidate> candidate;
+  std::string error;
+  double seconds_to_produce = 0;
+  int evaluations = 0;
+  bool describe = false;  // the searches' rows say what they chose
+};
+
+search::ReportRow RowOf(const Pending& p, const search::SideBySideResult* judged,
+                        const SearchSetup& setup) {
+  search::ReportRow row{.kind = p.kind,
+                        .method = p.method,
+                        .seconds_to_produce = p.seconds_to_produce,
+                        .evaluations = p.evaluations};
+  if (judged == nullptr) {
+    row.invalid_reason = p.error;
+    return row;
+  }
+  const runtime::EvaluationResult& r = judged->result;
+  row.valid = r.valid;
+  row.invalid_reason = r.invalid_reason;
+  row.step_seconds = r.step_seconds;
   for (const runtime::DeviceStats& d : r.devices)
     row.peak_memory_bytes.push_back(d.peak_memory_bytes);
+  if (p.describe) {
+    row.placement = search::Summarise(setup.simulated->space(), *p.candidate, setup.names);
+    row.hybrid = search::IsHybrid(*p.candidate);
+  }
   return row;
-}
-
-search::ReportRow InvalidRow(std::string method, std::string reason, double seconds_to_produce) {
-  return {std::move(method), false, std::move(reason), 0, seconds_to_produce, {}};
 }
 
 }  // namespace
 
 int RunCompareCommand(const Commands& c) {
   config::Config config = config::LoadConfig(c.config_path);
-  graph::Graph model = BuildModel(config);
-  graph::Graph single = BuildSingleModel(config);
-  runtime::DeviceSet devices = runtime::ResolveDevices(config);
-  const std::vector<std::string> names = runtime::DeviceNames(devices);
-  std::unique_ptr<sim::CostModel> costs = CostModelFor(config);
-  std::unique_ptr<runtime::Evaluator> evaluator = MakeEvaluator(config, model, devices, *costs);
-  std::unique_ptr<runtime::Evaluator> single_evaluator =
-      MakeEvaluator(config, single, devices, *costs);
-  graph::Grouping grouping = graph::MakeGrouping(model, GroupingOptionsFor(config, model, names));
+  if (!c.output_directory.empty()) config.output.directory = c.output_directory;
+  std::unique_ptr<SearchSetup> setup = BuildSearchSetup(config, std::cout);
+  const search::ActionSpace& space = setup->simulated->space();
   search::ComparisonReport report;
-  report.model =
-      config.model.name() +
-      (config.model.replicas > 1 ? fmt::format(" x {} replicas", config.model.replicas) : "");
-  report.devices = names;
-  report.evaluator = evaluator->name();
-  report.lower_bound_seconds =
-      sim::SimulatedEvaluator(model, devices, *costs).lower_bound().seconds;
-  std::cout << fmt::format("placer compare: {} ({} groups: {}) on {}, {} evaluator\n", report.model,
-                           grouping.num_groups(), GroupingName(config), fmt::join(names, ", "),
-                           report.evaluator);
+  report.model = config.model.name();
+  report.devices = setup->names;
+  report.evaluator = setup->judge().name();
+  report.lower_bound_seconds = setup->lower_bound_seconds;
+  std::cout << fmt::format(
+      "placer compare: {} ({} groups: {}) on {}, replica counts {}, {} evaluator{}; each search "
+      "plans for {:.0f} s, set-up included\n",
+      report.model, setup->grouping.num_groups(), setup->grouping_name,
+      fmt::join(setup->names, ", "), fmt::join(space.replica_counts(), "/"), report.evaluator,
+      setup->measured ? " (searches learn on the profiled simulator)" : "",
+      config.search.max_wall_seconds);
+  std::cout << DescribeSetup(*setup) << '\n';
+  for (const std::string& note : setup->notes) std::cout << "note: " << note << '\n';
 
-  // Every placement is produced first, then all are evaluated side by side.
-  struct Pending {
-    std::string method;
-    double seconds_to_produce = 0;
-    std::optional<size_t> index;  // into the side-by-side results; none when production failed
-    std::string error;
-  };
+  // Every placement is produced first, then all are judged side by side.
   std::vector<Pending> pending;
-  SideBySide side_by_side;
-  for (size_t d = 0; d < names.size(); ++d) {
-    pending.push_back({"single device " + names[d], 0,
-                       side_by_side.Add(*single_evaluator, graph::Placement::AllOn(
-                                                               single, names, static_cast<int>(d))),
-                       ""});
+  for (const Baseline& b : setup->baselines) {
+    pending.push_back({Kind::kBaseline, b.name, b.candidate, b.error, b.seconds_to_produce});
   }
-  std::unique_ptr<runtime::Evaluator> dp_evaluator;
-  std::optional<graph::DataParallelGraph> dp;
-  if (names.size() > 1) {
-    dp = BuildDataParallelOver(config, names);
-    dp_evaluator = MakeEvaluator(config, dp->graph, devices, *costs);
-    pending.push_back({fmt::format("data parallel ({})", fmt::join(dp->shard_sizes, "/")), 0,
-                       side_by_side.Add(*dp_evaluator, dp->placement), ""});
+  const search::SearchProblem problem{setup->simulated.get(), setup->features, setup->WarmStarts()};
+  // A search's planning time includes the set-up it needs: the models at every replica count,
+  // the profiles (measured) and the baselines it starts from.
+  const double baselines_seconds = setup->setup_seconds;
+  auto run = [&](const std::string& what, bool policy, bool refinement) {
+    search::SearchOptions options = SearchOptionsFor(*setup);
+    options.use_policy = policy;
+    options.use_refinement = refinement;
+    std::cout << fmt::format("search: {}\n", what) << std::flush;
+    return search::RunSearch(problem, options, nullptr);
+  };
+  // The searches: the policy with refinement (the answer), and, to show what each part adds,
+  // the policy alone and refinement alone (from the best baseline), each with the same budget.
+  const search::SearchOutcome learned =
+      run("policy and refinement", config.search.policy, config.search.refinement);
+  auto add_search = [&](Kind kind, const std::string& method,
+                        const search::SearchOutcome& outcome) {
+    pending.push_back({kind, method,
+                       outcome.found_valid ? std::optional(outcome.best.candidate) : std::nullopt,
+                       "no valid placement found", outcome.wall_seconds + baselines_seconds,
+                       outcome.evaluations, true});
+  };
+  if (config.search.policy && config.search.refinement) {
+    add_search(Kind::kAblation, "policy alone", run("the policy alone", true, false));
+    add_search(Kind::kAblation, "refinement alone", run("refinement alone", false, true));
   }
-  const std::filesystem::path expert = ExpertFile(config);
-  if (!expert.empty()) {
-    try {
-      pending.push_back(
-          {"expert (" + expert.filename().string() + ")", 0,
-           side_by_side.Add(*single_evaluator,
-                            graph::ReadPlacementYaml(expert, single, names, ExpertFacts(config))),
-           ""});
-    } catch (const graph::PlacementError& error) {
-      pending.push_back({"expert", 0, std::nullopt, error.what()});
-    }
-  }
-  // Algorithms, on the model as configured (replicas included).
-  baselines::PlacementProblem problem{&model, &grouping, devices, costs.get()};
-  for (const std::string& name : baselines::BaselineNames()) {
-    try {
-      baselines::BaselineResult result = baselines::RunBaseline(name, problem);
-      pending.push_back({result.algorithm, result.seconds_to_place,
-                         side_by_side.Add(*evaluator, result.placement), ""});
-    } catch (const baselines::BaselineError& error) {
-      pending.push_back({name, 0, std::nullopt, error.what()});
-    }
-  }
-
-  // The learned search: continued from output.directory when a run is there (a finished one
-  // returns at once), otherwise run now.
-  search::SearchOptions options = SearchOptionsFor(config, model, grouping, names);
-  options.resume = std::filesystem::exists(config.output.directory / "checkpoint.pt");
-  options.progress = true;
-  search::SearchOutcome learned;
-  try {
-    learned = search::RunSearch(model, grouping, *evaluator, names, options);
-  } catch (const std::runtime_error& error) {
-    throw InputError(error.what());
-  }
+  const search::SearchOutcome random =
+      search::RandomSearch(*setup->simulated, std::max(1, learned.evaluations), config.search.seed);
   report.learned_curve = learned.curve;
-  pending.push_back({fmt::format("learned ({} evaluations)", learned.evaluations),
-                     learned.wall_seconds,
-                     learned.found_valid ? std::optional(side_by_side.Add(*evaluator, learned.best))
-                                         : std::nullopt,
-                     "no valid placement found"});
-  search::SearchOutcome random = search::RandomSearch(
-      model, grouping, *evaluator, names, std::max(1, learned.evaluations), config.search.seed);
   report.random_curve = random.curve;
-  pending.push_back(
-      {fmt::format("random search ({} evaluations)", random.evaluations), random.wall_seconds,
-       random.found_valid ? std::optional(side_by_side.Add(*evaluator, random.best)) : std::nullopt,
-       "no valid placement found"});
-
-  const int rounds = RoundsFor(*evaluator);
-  std::cout << fmt::format("evaluating {} placements side by side, {} round{}\n", pending.size(),
-                           rounds, rounds == 1 ? "" : "s");
-  std::vector<runtime::EvaluationResult> results = side_by_side.Run(rounds);
-  for (const Pending& p : pending) {
-    report.rows.push_back(p.index ? RowOf(p.method, results[*p.index], p.seconds_to_produce)
-                                  : InvalidRow(p.method, p.error, p.seconds_to_produce));
+  pending.push_back({Kind::kBaseline,
+                     fmt::format("random search ({} evaluations)", random.evaluations),
+                     random.found_valid ? std::optional(random.best.candidate) : std::nullopt,
+                     "no valid placement found", random.wall_seconds, random.evaluations});
+  // The search's answer. Judged by a measured evaluator, it is the fastest, side by side, of its
+  // best few candidates and the baselines it started from (a simulator's favourite can lose on
+  // the machine); judged by the simulator, its best candidate.
+  const size_t answers =
+      setup->measured ? std::min<size_t>(learned.elite.size(),
+                                         static_cast<size_t>(config.search.verify_candidates))
+                      : std::min<size_t>(learned.elite.size(), 1);
+  const size_t first_answer = pending.size();
+  for (size_t k = 0; k < answers; ++k) {
+    pending.push_back({Kind::kLearned, "learned", learned.elite[k].candidate, "",
+                       learned.wall_seconds + baselines_seconds, learned.evaluations, true});
   }
+  if (setup->measured) {
+    // The warm starts that are not rows of their own (baselines copied onto idle devices).
+    for (const search::NamedCandidate& warm : setup->scaled_out) {
+      pending.push_back({Kind::kLearned, warm.name, warm.candidate, "", 0, 0, true});
+    }
+  }
+
+  std::vector<search::Candidate> candidates;
+  std::vector<std::optional<size_t>> slot;
+  for (const Pending& p : pending) {
+    slot.push_back(p.candidate ? std::optional(candidates.size()) : std::nullopt);
+    if (p.candidate) candidates.push_back(*p.candidate);
+  }
+  const int rounds = search::RoundsFor(setup->judge());
+  std::cout << fmt::format("judging {} placements side by side, {} round{}\n", candidates.size(),
+                           rounds, rounds == 1 ? "" : "s");
+  const std::vector<search::SideBySideResult> judged =
+      search::SideBySide(setup->judge(), candidates, rounds);
+
+  // One learned row: the fastest of its candidates and of the warm starts (baselines with a
+  // candidate, random search excluded: the search did not start from it).
+  std::optional<size_t> answer;
+  for (size_t i = 0; i < pending.size(); ++i) {
+    const bool eligible = pending[i].kind == Kind::kLearned ||
+                          (pending[i].kind == Kind::kBaseline && i < setup->baselines.size());
+    if (!eligible || !slot[i] || !judged[*slot[i]].result.valid) continue;
+    if (!answer ||
+        judged[*slot[i]].result.step_seconds < judged[*slot[*answer]].result.step_seconds) {
+      answer = i;
+    }
+  }
+  for (size_t i = 0; i < first_answer; ++i) {
+    report.rows.push_back(RowOf(pending[i], slot[i] ? &judged[*slot[i]] : nullptr, *setup));
+  }
+  Pending learned_row{Kind::kLearned,
+                      learned.found_valid ? "learned" : "learned (no valid placement found)",
+                      std::nullopt,
+                      "no valid placement found",
+                      learned.wall_seconds + baselines_seconds,
+                      learned.evaluations,
+                      true};
+  if (answer) {
+    learned_row.candidate = pending[*answer].candidate;
+    if (pending[*answer].method != "learned") {
+      learned_row.method = fmt::format("learned (= {})", pending[*answer].method);
+    }
+  }
+  report.rows.push_back(RowOf(learned_row, answer ? &judged[*slot[*answer]] : nullptr, *setup));
 
   std::cout << '\n' << search::ReportTable(report);
   graph::WriteFileAtomically(config.output.directory / "report.md", search::ReportMarkdown(report));
   graph::WriteFileAtomically(config.output.directory / "report.html", search::ReportHtml(report));
+  graph::WriteFileAtomically(config.output.directory / "report.json", search::ReportJson(report));
   std::cout << "\nwritten: " << (config.output.directory / "report.md").string() << ", "
-            << (config.output.directory / "report.html").string() << '\n';
+            << (config.output.directory / "report.html").string() << ", "
+            << (config.output.directory / "report.json").string() << '\n';
   return kExitOk;
 }
 

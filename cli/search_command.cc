@@ -6,20 +6,13 @@
 #include <atomic>
 #include <csignal>
 #include <iostream>
-#include <memory>
-#include <optional>
+#include <limits>
 #include <sstream>
 
-#include "cli/model_factory.h"
-#include "cli/side_by_side.h"
-#include "graph/data_parallel.h"
-#include "graph/grouping.h"
-#include "graph/placement.h"
+#include "cli/search_setup.h"
+#include "placer/run_directory.h"
 #include "placer/search.h"
-#include "runtime/device.h"
-#include "runtime/measured_evaluator.h"
-#include "runtime/sim/cost_model.h"
-#include "runtime/sim/simulated_evaluator.h"
+#include "placer/verifier.h"
 
 namespace placer::cli {
 namespace {
@@ -34,39 +27,34 @@ void OnSignal(int signal) {
   std::signal(signal, SIG_DFL);
 }
 
-}  // namespace
-
-std::unique_ptr<runtime::Evaluator> MakeEvaluator(const config::Config& config,
-                                                  const graph::Graph& graph,
-                                                  const runtime::DeviceSet& devices,
-                                                  const sim::CostModel& costs) {
-  if (config.search.evaluator == "simulated") {
-    return std::make_unique<sim::SimulatedEvaluator>(graph, devices, costs);
-  }
-  return std::make_unique<runtime::MeasuredEvaluator>(graph, devices,
-                                                      MeasurementOptionsFor(config));
-}
-
-namespace {
-
 struct Row {
   std::string method;
-  runtime::EvaluationResult result;
+  const search::Candidate* candidate = nullptr;  // null: no placement (error)
+  search::SideBySideResult judged;
+  std::string error;
 };
+
+std::string Spread(const std::vector<double>& rounds) {
+  if (rounds.size() < 2) return "";
+  const auto [low, high] = std::minmax_element(rounds.begin(), rounds.end());
+  return fmt::format("{:.2f}-{:.2f}", *low * 1e3, *high * 1e3);
+}
 
 std::string SummaryTable(const std::vector<Row>& rows, double reference_seconds) {
   std::ostringstream out;
-  out << fmt::format("| {:<34} | {:>12} | {:>22} |\n", "placement", "step time",
-                     "speed-up vs best single");
-  out << fmt::format("|{:-<36}|{:->14}|{:->24}|\n", "", ":", ":");
+  out << fmt::format("| {:<44} | {:>11} | {:>15} | {:>15} |\n", "placement", "step time",
+                     "rounds (ms)", "vs best single");
+  out << fmt::format("|{:-<46}|{:->13}|{:->17}|{:->17}|\n", "", ":", ":", ":");
   for (const Row& row : rows) {
-    if (row.result.valid) {
-      out << fmt::format("| {:<34} | {:>9.3f} ms | {:>21.3f}x |\n", row.method,
-                         row.result.step_seconds * 1e3,
-                         reference_seconds / row.result.step_seconds);
+    const runtime::EvaluationResult& r = row.judged.result;
+    if (row.candidate != nullptr && r.valid) {
+      out << fmt::format("| {:<44} | {:>8.3f} ms | {:>15} | {:>14.3f}x |\n", row.method,
+                         r.step_seconds * 1e3, Spread(row.judged.round_seconds),
+                         reference_seconds / r.step_seconds);
     } else {
-      out << fmt::format("| {:<34} | {:>12} | {:>22} |\n", row.method, "invalid",
-                         row.result.invalid_reason.substr(0, 22));
+      const std::string reason = row.candidate != nullptr ? r.invalid_reason : row.error;
+      out << fmt::format("| {:<44} | {:>11} | {:>33} |\n", row.method, "invalid",
+                         reason.substr(0, 33));
     }
   }
   return out.str();
@@ -74,114 +62,52 @@ std::string SummaryTable(const std::vector<Row>& rows, double reference_seconds)
 
 }  // namespace
 
-graph::GroupingOptions GroupingOptionsFor(const config::Config& config, const graph::Graph& graph,
-                                          const std::vector<std::string>& devices) {
-  std::optional<graph::GroupingMethod> method = graph::ParseGroupingMethod(config.search.grouping);
-  if (!method) {  // the config loader accepts only known names
-    throw InputError(fmt::format("unknown search.grouping '{}'", config.search.grouping));
-  }
-  graph::GroupingOptions options{*method, config.search.max_groups, {}};
-  // Coarsening keeps the shipped expert placement expressible over the groups (the search starts
-  // from it), by merging only ops the expert puts on one device while that is enough.
-  if (const std::filesystem::path expert = ExpertFile(config);
-      !expert.empty() && config.model.replicas == 1 && *method == graph::GroupingMethod::kCoarsen) {
-    try {
-      options.keep_apart =
-          graph::ReadPlacementYaml(expert, graph, devices, ExpertFacts(config)).device_of_op;
-    } catch (const graph::PlacementError&) {
-    }
-  }
-  return options;
-}
-
-std::string GroupingName(const config::Config& config) {
-  return config.search.grouping == "coarsen"
-             ? fmt::format("coarsen, max_groups {}", config.search.max_groups)
-             : config.search.grouping;
-}
-
-search::SearchOptions SearchOptionsFor(const config::Config& config, const graph::Graph& graph,
-                                       const graph::Grouping& grouping,
-                                       const std::vector<std::string>& names) {
-  const config::SearchConfig& s = config.search;
-  search::SearchOptions options;
-  options.policy_steps = s.policy_steps;
-  options.max_evaluations = s.max_evaluations;
-  options.max_wall_seconds = s.max_wall_seconds;
-  options.seed = s.seed;
-  options.checkpoint_every = s.checkpoint_every;
-  options.failing_step_seconds = s.failing_step_seconds;
-  options.cache = s.cache;
-  options.policy.hidden_size = s.hidden_size;
-  options.policy.temperature = s.temperature;
-  options.policy.tanh_clip = s.tanh_clip;
-  options.reinforce.learning_rate = s.learning_rate;
-  options.reinforce.entropy_weight = s.entropy_weight;
-  options.reinforce.baseline_decay = s.baseline_decay;
-  options.reinforce.samples_per_step = s.samples_per_step;
-  options.run_dir = config.output.directory;
-  options.model_name = config.model.name();
-  options.grouping_name = GroupingName(config);
-  // Start from the best of the obvious placements: every op on one device, (with replicas)
-  // replica r on device r mod D, which is data parallelism, and the expert's placement.
-  for (size_t d = 0; d < names.size(); ++d) {
-    options.warm_start.push_back(
-        std::vector<int>(static_cast<size_t>(grouping.num_groups()), static_cast<int>(d)));
-  }
-  if (config.model.replicas > 1) {
-    // Groups hold one replica's ops as long as there are at least as many groups as replicas
-    // (replicas share no forward op, and coarsening merges only connected groups then).
-    std::vector<int> by_replica;
-    for (const auto& members : grouping.members) {
-      const std::string& name = graph.op(members.front()).name;  // "r<replica>/<op>"
-      by_replica.push_back(std::stoi(name.substr(1, name.find('/') - 1)) %
-                           static_cast<int>(names.size()));
-    }
-    options.warm_start.push_back(std::move(by_replica));
-  }
-  // And from the expert's hand-crafted placement, group by group, when one is shipped for this
-  // model (it names the ops of one replica). A file that does not fit is `compare`'s to report.
-  if (const std::filesystem::path expert = ExpertFile(config);
-      !expert.empty() && config.model.replicas == 1) {
-    try {
-      options.warm_start.push_back(graph::GroupDevices(
-          graph, grouping, graph::ReadPlacementYaml(expert, graph, names, ExpertFacts(config))));
-    } catch (const graph::PlacementError&) {
-    }
-  }
-  return options;
-}
-
 int RunSearchCommand(const Commands& c) {
   config::Config config = config::LoadConfig(c.config_path);
-  graph::Graph graph = BuildModel(config);
-  runtime::DeviceSet devices = runtime::ResolveDevices(config);
-  const std::vector<std::string> names = runtime::DeviceNames(devices);
-  graph::Grouping grouping = graph::MakeGrouping(graph, GroupingOptionsFor(config, graph, names));
-  std::unique_ptr<sim::CostModel> costs = CostModelFor(config);
-  std::unique_ptr<runtime::Evaluator> evaluator = MakeEvaluator(config, graph, devices, *costs);
-
-  search::SearchOptions options = SearchOptionsFor(config, graph, grouping, names);
-  options.resume = c.resume;
-  options.progress = true;
-  options.stop_requested = &g_stop_requested;
+  if (!c.output_directory.empty()) config.output.directory = c.output_directory;
+  if (config.model.replicas > 1) {
+    std::cout << fmt::format(
+        "note: model.replicas ({}) is for evaluate, train and profile; the search chooses the "
+        "replica count itself (search.replicas)\n",
+        config.model.replicas);
+  }
+  try {
+    search::RunDirectory::CheckUsable(config.output.directory, c.resume);
+  } catch (const search::RunDirectoryError& error) {
+    throw InputError(error.what());
+  }
+  std::unique_ptr<SearchSetup> setup = BuildSearchSetup(config, std::cout);
+  const search::ActionSpace& space = setup->simulated->space();
   const config::SearchConfig& s = config.search;
-
   std::cout << fmt::format(
-      "placer search: {}{} ({} groups: {}), devices {}, {} evaluator; budget {} policy steps x {} "
-      "samples, {} evaluations, {:.0f} s; outputs in {}{}\n",
-      config.model.name(),
-      config.model.replicas > 1 ? fmt::format(" x {} replicas", config.model.replicas) : "",
-      grouping.num_groups(), GroupingName(config), fmt::join(names, ", "), evaluator->name(),
-      s.policy_steps, s.samples_per_step, s.max_evaluations, s.max_wall_seconds,
+      "placer search: {} ({} groups: {}), devices {}, replica counts {}, {} evaluator{}; budget "
+      "{} policy steps x {} samples, {} evaluations, {:.0f} s; outputs in {}{}\n",
+      config.model.name(), setup->grouping.num_groups(), setup->grouping_name,
+      fmt::join(setup->names, ", "), fmt::join(space.replica_counts(), "/"), s.evaluator,
+      setup->measured ? " (learning on the profiled simulator, then measuring side by side)" : "",
+      s.policy ? s.policy_steps : 0, s.samples_per_step, s.max_evaluations, s.max_wall_seconds,
       config.output.directory.string(), c.resume ? " (resuming)" : "");
+  std::cout << DescribeSetup(*setup) << '\n';
+  for (const std::string& note : setup->notes) std::cout << "note: " << note << '\n';
+
+  std::unique_ptr<search::RunDirectory> dir;
+  try {
+    dir = std::make_unique<search::RunDirectory>(config.output.directory, c.resume,
+                                                 RunIdentityFor(*setup), setup->simulated.get(),
+                                                 /*progress=*/true);
+  } catch (const search::RunDirectoryError& error) {
+    throw InputError(error.what());
+  }
+  search::SearchOptions options = SearchOptionsFor(*setup);
+  options.stop_requested = &g_stop_requested;
+  const search::SearchProblem problem{setup->simulated.get(), setup->features, setup->WarmStarts()};
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   search::SearchOutcome outcome;
   try {
-    outcome = search::RunSearch(graph, grouping, *evaluator, names, options);
-  } catch (const std::runtime_error& error) {
-    throw InputError(error.what());  // an unusable run directory or checkpoint
+    outcome = search::RunSearch(problem, options, dir.get());
+  } catch (const search::RunDirectoryError& error) {
+    throw InputError(error.what());
   }
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
@@ -195,68 +121,77 @@ int RunSearchCommand(const Commands& c) {
   std::cout << fmt::format("search done: {} policy steps, {} evaluations, {:.1f} s\n",
                            outcome.steps, outcome.evaluations, outcome.wall_seconds);
 
-  // The comparison: every row evaluated now, side by side, by the same kind of evaluator.
-  // Baselines run on the plain model: one replica on the whole batch.
-  graph::Graph single = BuildSingleModel(config);
-  std::unique_ptr<runtime::Evaluator> single_evaluator =
-      MakeEvaluator(config, single, devices, *costs);
-  std::optional<graph::DataParallelGraph> dp;
-  std::unique_ptr<runtime::Evaluator> dp_evaluator;
-  SideBySide side_by_side;
-  std::vector<std::string> methods;
-  for (size_t k = 0; k < outcome.top_candidates.size(); ++k) {
-    side_by_side.Add(*evaluator,
-                     graph::ToPlacement(graph, grouping, outcome.top_candidates[k], names));
-    methods.push_back(fmt::format("learned, candidate {}", k + 1));
+  // The answer: the search's best few candidates and every baseline, judged again side by side
+  // by the config's evaluator (measured: interleaved rounds); the fastest of them all.
+  std::vector<search::Candidate> candidates;
+  std::vector<std::string> learned_names;
+  const size_t learned = std::min<size_t>(
+      outcome.elite.size(), static_cast<size_t>(setup->measured ? s.verify_candidates : 1));
+  for (size_t k = 0; k < learned; ++k) {
+    candidates.push_back(outcome.elite[k].candidate);
+    learned_names.push_back(outcome.elite[k].origin);
   }
-  for (size_t d = 0; d < names.size(); ++d) {
-    side_by_side.Add(*single_evaluator,
-                     graph::Placement::AllOn(single, names, static_cast<int>(d)));
-    methods.push_back("single device " + names[d]);
+  for (const Baseline& b : setup->baselines) {
+    if (b.candidate) candidates.push_back(*b.candidate);
   }
-  if (names.size() > 1) {
-    dp = BuildDataParallelOver(config, names);
-    dp_evaluator = MakeEvaluator(config, dp->graph, devices, *costs);
-    side_by_side.Add(*dp_evaluator, dp->placement);
-    methods.push_back(fmt::format("data parallel ({})", fmt::join(dp->shard_sizes, "/")));
-  }
-  std::vector<runtime::EvaluationResult> results = side_by_side.Run(RoundsFor(*evaluator));
-  // The learned placement is the candidate fastest when measured side by side; it replaces the
-  // best placement the search exported when the single measurements ranked another first.
-  const size_t candidates = outcome.top_candidates.size();
-  std::optional<size_t> winner;
-  for (size_t k = 0; k < candidates; ++k) {
-    if (results[k].valid && (!winner || results[k].step_seconds < results[*winner].step_seconds)) {
-      winner = k;
-    }
-  }
+  for (const search::NamedCandidate& warm : setup->scaled_out) candidates.push_back(warm.candidate);
+  const int rounds = search::RoundsFor(setup->judge());
+  std::cout << fmt::format("judging {} placements side by side ({} round{})\n", candidates.size(),
+                           rounds, rounds == 1 ? "" : "s");
+  const std::vector<search::SideBySideResult> judged =
+      search::SideBySide(setup->judge(), candidates, rounds);
+
   std::vector<Row> rows;
-  if (winner) {
-    rows.push_back({fmt::format("learned (best of {} re-measured)", candidates), results[*winner]});
-    if (*winner != 0) {
-      search::WriteBestPlacement(
-          config.output.directory, graph,
-          graph::ToPlacement(graph, grouping, outcome.top_candidates[*winner], names),
-          config.model.name(), results[*winner].step_seconds, evaluator->name());
+  size_t next = 0;
+  std::optional<size_t> winner;  // over every row: the learned ones and the baselines
+  for (size_t k = 0; k < learned; ++k, ++next) {
+    rows.push_back({fmt::format("candidate {} (found by {})", k + 1, learned_names[k]),
+                    &candidates[next], judged[next], ""});
+  }
+  for (const Baseline& b : setup->baselines) {
+    if (b.candidate) {
+      rows.push_back({b.name, &candidates[next], judged[next], ""});
+      ++next;
+    } else {
+      rows.push_back({b.name, nullptr, {}, b.error});
     }
+  }
+  for (const search::NamedCandidate& warm : setup->scaled_out) {
+    rows.push_back({"warm start: " + warm.name, &candidates[next], judged[next], ""});
+    ++next;
   }
   double best_single = std::numeric_limits<double>::infinity();
-  for (size_t i = candidates; i < results.size(); ++i) {
-    if (methods[i].starts_with("single device") && results[i].valid) {
-      best_single = std::min(best_single, results[i].step_seconds);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const runtime::EvaluationResult& r = rows[i].judged.result;
+    if (rows[i].candidate == nullptr || !r.valid) continue;
+    if (!winner || r.step_seconds < rows[*winner].judged.result.step_seconds) winner = i;
+    if (rows[i].method.starts_with("single device")) {
+      best_single = std::min(best_single, r.step_seconds);
     }
-    rows.push_back({methods[i], std::move(results[i])});
   }
-  std::string table = SummaryTable(rows, best_single);
+  if (winner) {
+    Row answer = rows[*winner];
+    answer.method = fmt::format("learned: {}", rows[*winner].method);
+    rows.insert(rows.begin(), answer);
+    const search::Candidate& best = *answer.candidate;
+    const search::ReplicatedModel& model = setup->judge().model(best.replicas);
+    search::WriteBestPlacement(config.output.directory, model.graph,
+                               setup->judge().PlacementOf(best), best.replicas, config.model.name(),
+                               answer.judged.result.step_seconds, setup->judge().name());
+  }
+  const std::string table = SummaryTable(rows, best_single);
   std::cout << '\n' << table;
-  std::string summary = fmt::format(
-      "# placer search: {}\n\nDevices: {}. Evaluator: {}. {} policy steps, {} evaluations, "
-      "{:.1f} s of search.\nEvery row below was evaluated again at the end of the run, by the "
-      "same evaluator, side by side (the median of 3 rounds when measured).\n\n{}\nBest placement: "
-      "best_placement.yaml (also .pb, .pbtxt). Log: "
+  const std::string summary = fmt::format(
+      "# placer search: {}\n\nDevices: {}. Evaluator: {}. Replica counts searched: {}. {} policy "
+      "steps, {} evaluations, {:.1f} s of search (and {:.1f} s of set-up: models, {}baselines).\n"
+      "The first row is the answer: the fastest of the rows below, which were all judged again at "
+      "the end of the run, side by side ({} round{}, the median kept; 'rounds' gives the range "
+      "of the rounds).\n\n{}\nBest placement: best_placement.yaml (also .pb, .pbtxt). Log: "
       "search.csv. Curves: TensorBoard (events.out.tfevents.*).\n",
-      config.model.name(), fmt::join(names, ", "), evaluator->name(), outcome.steps,
-      outcome.evaluations, outcome.wall_seconds, table);
+      config.model.name(), fmt::join(setup->names, ", "), setup->judge().name(),
+      fmt::join(space.replica_counts(), ", "), outcome.steps, outcome.evaluations,
+      outcome.wall_seconds, setup->setup_seconds, setup->measured ? "profiles, " : "", rounds,
+      rounds == 1 ? "" : "s", table);
   graph::WriteFileAtomically(config.output.directory / "summary.md", summary);
   std::cout << "\nwritten: " << (config.output.directory / "summary.md").string() << ", "
             << (config.output.directory / "best_placement.yaml").string() << '\n';

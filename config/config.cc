@@ -376,13 +376,16 @@ MeasurementConfig ReadMeasurement(const Value& value) {
 }
 
 SearchConfig ReadSearch(const Value& value) {
-  Mapping mapping(value, {"policy_steps", "samples_per_step", "max_evaluations", "max_wall_seconds",
-                          "seed", "checkpoint_every", "evaluator", "failing_step_seconds",
-                          "learning_rate", "entropy_weight", "baseline_decay", "hidden_size",
-                          "temperature", "tanh_clip", "cache", "grouping", "max_groups"});
+  Mapping mapping(
+      value, {"policy_steps",  "samples_per_step",  "max_evaluations",   "max_wall_seconds",
+              "seed",          "checkpoint_every",  "evaluator",         "failing_step_seconds",
+              "learning_rate", "entropy_weight",    "ppo_epochs",        "hidden_size",
+              "temperature",   "tanh_clip",         "replicas",          "policy",
+              "refinement",    "refinement_rounds", "verify_candidates", "grouping",
+              "max_groups"});
   SearchConfig search;
-  ReadInteger(mapping, "policy_steps", 1, &search.policy_steps);
-  ReadInteger(mapping, "samples_per_step", 1, &search.samples_per_step);
+  ReadInteger(mapping, "policy_steps", 0, &search.policy_steps);
+  ReadInteger(mapping, "samples_per_step", 2, &search.samples_per_step);
   ReadInteger(mapping, "max_evaluations", 1, &search.max_evaluations);
   ReadPositive(mapping, "max_wall_seconds", &search.max_wall_seconds);
   ReadUnsigned(mapping, "seed", &search.seed);
@@ -400,10 +403,7 @@ SearchConfig ReadSearch(const Value& value) {
     search.entropy_weight = ToNumber(*weight);
     if (search.entropy_weight < 0) weight->Fail("must be >= 0");
   }
-  if (const Value* decay = mapping.Find("baseline_decay")) {
-    search.baseline_decay = ToNumber(*decay);
-    if (search.baseline_decay < 0 || search.baseline_decay >= 1) decay->Fail("must be in [0, 1)");
-  }
+  ReadInteger(mapping, "ppo_epochs", 1, &search.ppo_epochs);
   ReadInteger(mapping, "hidden_size", 2, &search.hidden_size);
   if (search.hidden_size % 2 != 0) {
     mapping.Find("hidden_size")->Fail("must be even (the bidirectional encoder splits it)");
@@ -413,7 +413,28 @@ SearchConfig ReadSearch(const Value& value) {
     search.tanh_clip = ToNumber(*clip);
     if (search.tanh_clip < 0) clip->Fail("must be >= 0 (0 turns clipping off)");
   }
-  if (const Value* cache = mapping.Find("cache")) search.cache = ToBool(*cache);
+  if (const Value* replicas = mapping.Find("replicas")) {
+    if (!replicas->node.IsSequence() || replicas->node.size() == 0) {
+      replicas->Fail("expected a non-empty list of replica counts, e.g. [1, 2, 4]");
+    }
+    for (size_t i = 0; i < replicas->node.size(); ++i) {
+      const Value item{replicas->file, replicas->node[i], replicas->node[i].Mark(),
+                       fmt::format("{}[{}]", replicas->path, i)};
+      const int64_t count = ToInteger<int64_t>(item);
+      if (count < 1 || count > 4096) item.Fail(fmt::format("must be in [1, 4096], got {}", count));
+      search.replicas.push_back(static_cast<int>(count));
+    }
+  }
+  if (const Value* policy = mapping.Find("policy")) search.policy = ToBool(*policy);
+  if (const Value* refinement = mapping.Find("refinement")) {
+    search.refinement = ToBool(*refinement);
+  }
+  if (!search.policy && !search.refinement) {
+    mapping.Find(mapping.Find("policy") != nullptr ? "policy" : "refinement")
+        ->Fail("the search needs the policy or refinement (or both)");
+  }
+  ReadInteger(mapping, "refinement_rounds", 0, &search.refinement_rounds);
+  ReadInteger(mapping, "verify_candidates", 1, &search.verify_candidates);
   if (const Value* grouping = mapping.Find("grouping")) {
     search.grouping = ToString(*grouping);
     if (search.grouping != "op" && search.grouping != "colocate" && search.grouping != "coarsen") {
@@ -707,10 +728,11 @@ std::string ModelSchemaMarkdown() {
   text += fmt::format(
       "| `learning_rate` | number | `{}` | > 0 | SGD step size |\n"
       "| `init_seed` | integer | `{}` | >= 0 | seed of the weight initialisation |\n"
-      "| `replicas` | integer | `{}` | >= 1, <= batch_size | place R replicas of the model, each "
-      "on 1/R of the minibatch (even shards), gradients summed across replicas before the "
-      "update; R = number of devices makes data parallelism, and every hybrid of data and model "
-      "parallelism, a placement like any other. Replica r's ops are named `r<r>/<op>` |\n",
+      "| `replicas` | integer | `{}` | >= 1, <= batch_size | for `evaluate`, `train`, `profile` "
+      "and `inspect`: run R replicas of the model, each on 1/R of the minibatch (even shards), "
+      "gradients all-reduced before the update; replica r's ops are named `r<r>/<op>`. A "
+      "placement file's `replicas:` key takes precedence. The search chooses the replica count "
+      "itself (`search.replicas`) |\n",
       defaults.learning_rate, defaults.init_seed, defaults.replicas);
   text += fmt::format(
       "| {} | mapping | see below | | sizes of that built-in model. Only the section of the "

@@ -30,8 +30,8 @@ class ConfigError : public std::runtime_error {
 
 // model: which network's training step is placed.
 struct ModelConfig {
-  std::string builtin =
-      "lenet";  // model.builtin: name of a built-in model (graph/builtin_models.h)
+  // model.builtin: name of a built-in model (graph/builtin_models.h).
+  std::string builtin = "lenet";
   // model.onnx: an ONNX file instead (exactly one of builtin and onnx is given; builtin is then
   // empty), resolved against the config file's folder. model.batch_size sets its batch axis.
   std::filesystem::path onnx;
@@ -79,23 +79,32 @@ struct MeasurementConfig {
   double time_limit_seconds = 60.0;  // measurement.time_limit_seconds, per placement
 };
 
-// search: budgets of the placement search.
+// search: what the placement search may do, and its budgets (placer/search.h describes the
+// search; these are its user-facing defaults).
 struct SearchConfig {
-  int policy_steps = 50;               // search.policy_steps
-  int samples_per_step = 4;            // search.samples_per_step
-  int max_evaluations = 200;           // search.max_evaluations
-  double max_wall_seconds = 600.0;     // search.max_wall_seconds
-  uint64_t seed = 1;                   // search.seed
-  int checkpoint_every = 10;           // search.checkpoint_every (policy steps)
-  std::string evaluator = "measured";  // search.evaluator: "measured" or "simulated"
-  double failing_step_seconds = 100;   // search.failing_step_seconds: invalid placements count so
-  double learning_rate = 0.005;        // search.learning_rate (Adam, policy)
-  double entropy_weight = 0.01;        // search.entropy_weight
-  double baseline_decay = 0.9;         // search.baseline_decay (EMA of rewards)
-  int hidden_size = 128;               // search.hidden_size (policy LSTMs)
-  double temperature = 1.0;            // search.temperature (softmax of the policy)
-  double tanh_clip = 0;                // search.tanh_clip: C in C*tanh(logits/C); 0 = off
-  bool cache = true;                   // search.cache: never evaluate a placement twice
+  int policy_steps = 1000;         // search.policy_steps: most policy updates
+  int samples_per_step = 64;       // search.samples_per_step: candidates per policy update
+  int max_evaluations = 100000;    // search.max_evaluations: distinct candidates judged
+  double max_wall_seconds = 60.0;  // search.max_wall_seconds
+  uint64_t seed = 1;               // search.seed
+  int checkpoint_every = 10;       // search.checkpoint_every (policy steps)
+  // search.evaluator: "measured" (learn on a simulator profiled on these devices, then measure the
+  // best candidates and the baselines side by side) or "simulated" (the simulator throughout).
+  std::string evaluator = "measured";
+  double failing_step_seconds = 100;  // search.failing_step_seconds: invalid placements count so
+  double learning_rate = 0.0005;      // search.learning_rate (Adam, PPO)
+  double entropy_weight = 0.01;       // search.entropy_weight (per decision)
+  int ppo_epochs = 3;                 // search.ppo_epochs: PPO epochs per policy update
+  int hidden_size = 128;              // search.hidden_size (policy encoder)
+  double temperature = 1.0;           // search.temperature (softmax of the policy)
+  double tanh_clip = 0;               // search.tanh_clip: C in C*tanh(logits/C); 0 = off
+  // search.replicas: the replica counts searched (data parallelism and hybrids); empty: 1, 2, 4,
+  // ... up to the number of devices, and that number.
+  std::vector<int> replicas;
+  bool policy = true;            // search.policy: learn with the policy (PPO, self-imitation)
+  bool refinement = true;        // search.refinement: refine by local search on the simulator
+  int refinement_rounds = 1000;  // search.refinement_rounds: most rounds of the final refinement
+  int verify_candidates = 5;     // search.verify_candidates: best candidates re-measured (measured)
   // search.grouping: what the policy places, "op" (every forward op), "colocate" (the 2017
   // co-location rules) or "coarsen" (co-location, then merging by cost down to max_groups).
   std::string grouping = "coarsen";

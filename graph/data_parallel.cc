@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 
 #include "graph/training_step.h"
 
@@ -89,6 +90,32 @@ DataParallelGraph BuildDataParallel(const ForwardBuilder& build_forward, int64_t
         std::stoi(name.substr(1, name.find('/') - 1));
   }
   return result;
+}
+
+ReplicaMap MapReplicas(const Graph& replicated, const Graph& base) {
+  ReplicaMap map;
+  map.replica_of_op.assign(static_cast<size_t>(replicated.num_ops()), -1);
+  map.base_op.assign(static_cast<size_t>(replicated.num_ops()), kNoOp);
+  for (OpId id : replicated.OpsInPhase(Phase::kForward)) {
+    const std::string& name = replicated.op(id).name;
+    const size_t slash = name.find('/');
+    std::optional<OpId> base_op;
+    int replica = -1;
+    if (name.size() > 1 && name[0] == 'r' && slash != std::string::npos && slash > 1 &&
+        std::all_of(name.begin() + 1, name.begin() + static_cast<std::ptrdiff_t>(slash),
+                    [](char c) { return c >= '0' && c <= '9'; })) {
+      replica = std::stoi(name.substr(1, slash - 1));
+      base_op = base.FindOp(name.substr(slash + 1));
+    }
+    if (!base_op || base.op(*base_op).phase != Phase::kForward) {
+      throw GraphError(fmt::format(
+          "replicated op '{}' is not a replica of a forward op of the model (r<replica>/<op>)",
+          name));
+    }
+    map.replica_of_op[static_cast<size_t>(id)] = replica;
+    map.base_op[static_cast<size_t>(id)] = *base_op;
+  }
+  return map;
 }
 
 }  // namespace placer::graph

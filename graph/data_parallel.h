@@ -34,4 +34,13 @@ DataParallelGraph BuildDataParallel(const ForwardBuilder& build_forward, int64_t
 // Name of replica r's copy of `name`.
 std::string ReplicaName(int replica, const std::string& name);
 
+// Where the forward ops of a replicated graph come from: op "r<r>/<name>" is replica r's copy of
+// the forward op <name> of `base` (the same model, unreplicated). -1 for ops of other phases.
+struct ReplicaMap {
+  std::vector<int> replica_of_op;  // per op of the replicated graph
+  std::vector<OpId> base_op;       // per op of the replicated graph: an op id of `base`
+};
+// Throws GraphError naming a forward op whose name is not "r<r>/<op of base>".
+ReplicaMap MapReplicas(const Graph& replicated, const Graph& base);
+
 }  // namespace placer::graph

@@ -746,6 +746,19 @@ GroupFeatures ComputeGroupFeatures(const Graph& graph, const Grouping& grouping)
     list(in[static_cast<size_t>(g)]);
     list(out[static_cast<size_t>(g)]);
   }
+  std::map<std::pair<int, int>, int64_t> traffic;
+  for (TensorId t = 0; t < graph.num_tensors(); ++t) {
+    const Tensor& tensor = graph.tensor(t);
+    if (tensor.producer == kNoOp || graph.op(tensor.producer).phase != Phase::kForward) continue;
+    const int from = grouping.group_of_op[static_cast<size_t>(tensor.producer)];
+    std::set<int> readers;
+    for (OpId consumer : tensor.consumers) {
+      const int to = grouping.group_of_op[static_cast<size_t>(consumer)];
+      if (to >= 0 && to != from) readers.insert(to);
+    }
+    for (int to : readers) traffic[{from, to}] += tensor.bytes();
+  }
+  for (const auto& [pair, bytes] : traffic) f.edges.push_back({pair.first, pair.second, bytes});
   return f;
 }
 

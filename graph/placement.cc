@@ -211,11 +211,7 @@ void CheckBodyKeys(const std::filesystem::path& file, const YAML::Node& node,
   }
 }
 
-}  // namespace
-
-Placement ReadPlacementYaml(const std::filesystem::path& file, const Graph& graph,
-                            const std::vector<std::string>& devices,
-                            const std::map<std::string, std::string>& facts) {
+YAML::Node LoadPlacementRoot(const std::filesystem::path& file) {
   std::ifstream in(file, std::ios::binary);
   if (!in) {
     throw PlacementError(fmt::format("{}: cannot read: {}", file.string(), std::strerror(errno)));
@@ -233,7 +229,33 @@ Placement ReadPlacementYaml(const std::filesystem::path& file, const Graph& grap
     throw PlacementError(
         fmt::format("{}: a placement file is a mapping with a 'placement' key", file.string()));
   }
-  CheckBodyKeys(file, root, "", {"devices", "default", "placement", "rules", "variants"},
+  return root;
+}
+
+}  // namespace
+
+int ReadPlacementReplicas(const std::filesystem::path& file) {
+  const YAML::Node root = LoadPlacementRoot(file);
+  const YAML::Node value = root["replicas"];
+  if (!value) return 1;
+  int replicas = 0;
+  try {
+    replicas = value.as<int>();
+  } catch (const YAML::Exception&) {
+  }
+  if (replicas < 1) {
+    throw PlacementError(
+        fmt::format("{}: replicas: expected a replica count >= 1", Where(file, value)));
+  }
+  return replicas;
+}
+
+Placement ReadPlacementYaml(const std::filesystem::path& file, const Graph& graph,
+                            const std::vector<std::string>& devices,
+                            const std::map<std::string, std::string>& facts) {
+  const YAML::Node root = LoadPlacementRoot(file);
+  CheckBodyKeys(file, root, "",
+                {"devices", "replicas", "default", "placement", "rules", "variants"},
                 {"model", "step_time_seconds"});
   if (const YAML::Node value = root["devices"]) {
     if (!value.IsSequence()) {
@@ -312,10 +334,11 @@ Placement ReadPlacementYaml(const std::filesystem::path& file, const Graph& grap
                                    file.string(), fmt::join(have, ", "), fmt::join(tried, "; ")));
 }
 
-std::string PlacementToYaml(const Graph& graph, const Placement& placement) {
+std::string PlacementToYaml(const Graph& graph, const Placement& placement, int replicas) {
   YAML::Emitter out;
   out << YAML::BeginMap;
   out << YAML::Key << "devices" << YAML::Value << YAML::Flow << placement.devices;
+  if (replicas > 1) out << YAML::Key << "replicas" << YAML::Value << replicas;
   out << YAML::Key << "placement" << YAML::Value << YAML::BeginMap;
   for (OpId id : graph.TopologicalOrder()) {
     if (graph.op(id).phase != Phase::kForward) continue;
@@ -328,8 +351,8 @@ std::string PlacementToYaml(const Graph& graph, const Placement& placement) {
 }
 
 void WritePlacementYaml(const std::filesystem::path& file, const Graph& graph,
-                        const Placement& placement) {
-  WriteFileAtomically(file, PlacementToYaml(graph, placement));
+                        const Placement& placement, int replicas) {
+  WriteFileAtomically(file, PlacementToYaml(graph, placement, replicas));
 }
 
 void WriteFileAtomically(const std::filesystem::path& file, const std::string& contents) {

@@ -27,6 +27,7 @@ std::vector<int> ExpandPlacement(const Graph& graph, const Placement& placement)
 
 // Placement files are YAML:
 //   devices: [cpu:0, cpu:1]     # optional; defaults to the devices given to the reader
+//   replicas: 2                 # optional; the model's replica count (ReadPlacementReplicas)
 //   default: cpu:0              # optional; for ops not listed
 //   placement: {conv1: cpu:0, conv2: cpu:1, ...}   # forward op name -> device
 //   rules:                      # optional; op name glob patterns, in order
@@ -54,9 +55,14 @@ class PlacementError : public std::runtime_error {
 Placement ReadPlacementYaml(const std::filesystem::path& file, const Graph& graph,
                             const std::vector<std::string>& devices,
                             const std::map<std::string, std::string>& facts = {});
-std::string PlacementToYaml(const Graph& graph, const Placement& placement);
+// The replica count a placement file is for (`replicas: R`, for a model replicated R times whose
+// ops are named "r<replica>/<op>"; 1 when absent), so that the caller can build that model before
+// reading the placement. Throws PlacementError naming the file and line.
+int ReadPlacementReplicas(const std::filesystem::path& file);
+// `replicas` > 1 is written as the file's `replicas` key.
+std::string PlacementToYaml(const Graph& graph, const Placement& placement, int replicas = 1);
 void WritePlacementYaml(const std::filesystem::path& file, const Graph& graph,
-                        const Placement& placement);
+                        const Placement& placement, int replicas = 1);
 
 // Writes `contents` to `file` atomically: a reader sees the old file or the new one, never a part.
 void WriteFileAtomically(const std::filesystem::path& file, const std::string& contents);

@@ -3,99 +3,307 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <stdexcept>
 
 namespace placer::search {
 
-PolicyImpl::PolicyImpl(int num_op_types, int feature_dim, int num_devices, PolicyOptions options)
-    : options_(options), num_devices_(num_devices) {
-  const int h = options.hidden_size;
+namespace {
+constexpr float kMasked = -1e9f;
+}  // namespace
+
+PolicyImpl::PolicyImpl(const graph::GroupFeatures& f, const ActionSpace& space,
+                       PolicyOptions options)
+    : space_(space),
+      options_(options),
+      num_groups_(static_cast<int>(f.type_ids.size())),
+      num_options_(space.num_options()) {
+  const int64_t groups = num_groups_;
+  const int64_t counts = static_cast<int64_t>(space.replica_counts().size());
+  type_ids_ = at::tensor(f.type_ids, at::kLong);
+  features_ = at::tensor(f.values, at::kFloat).reshape({groups, f.feature_dim});
+
+  std::vector<double> in(static_cast<size_t>(groups), 0), out(static_cast<size_t>(groups), 0);
+  for (const graph::GroupEdge& e : f.edges) {
+    in[static_cast<size_t>(e.to)] += static_cast<double>(e.bytes);
+    out[static_cast<size_t>(e.from)] += static_cast<double>(e.bytes);
+  }
+  producers_.resize(static_cast<size_t>(groups));
+  consumers_.resize(static_cast<size_t>(groups));
+  feeds_.resize(static_cast<size_t>(groups));
+  for (const graph::GroupEdge& e : f.edges) {
+    const auto bytes = static_cast<double>(e.bytes);
+    const auto from = static_cast<size_t>(e.from), to = static_cast<size_t>(e.to);
+    const float in_share = in[to] > 0 ? static_cast<float>(bytes / in[to]) : 0.0f;
+    producers_[to].emplace_back(e.from, in_share);
+    feeds_[from].emplace_back(e.to, in_share);
+    consumers_[from].emplace_back(e.to, out[from] > 0 ? static_cast<float>(bytes / out[from]) : 0);
+  }
+  const auto o_count = static_cast<size_t>(num_options_);
+  local_.assign(static_cast<size_t>(counts) * o_count * o_count, 0.0f);
+  std::vector<float> masks(static_cast<size_t>(counts) * o_count, 0.0f);
+  for (int64_t r = 0; r < counts; ++r) {
+    const int replicas = space.replica_counts()[static_cast<size_t>(r)];
+    for (int a = 0; a < num_options_; ++a) {
+      masks[static_cast<size_t>(r) * o_count + static_cast<size_t>(a)] =
+          space.Allowed(a, replicas) ? 0.0f : kMasked;
+      for (int b = 0; b < num_options_; ++b) {
+        int same = 0;
+        for (int replica = 0; replica < replicas; ++replica) {
+          same += space.DeviceOf(a, replica, replicas) == space.DeviceOf(b, replica, replicas);
+        }
+        local_[(static_cast<size_t>(r) * o_count + static_cast<size_t>(a)) * o_count +
+               static_cast<size_t>(b)] = static_cast<float>(same) / static_cast<float>(replicas);
+      }
+    }
+  }
+  option_masks_ = at::tensor(masks, at::kFloat).reshape({counts, num_options_});
+
+  const int h = options.hidden_size, hd = options.decoder_size, e = options.option_embedding_size,
+            a = options.attention_size;
   type_embedding_ = register_module(
-      "type_embedding", torch::nn::Embedding(num_op_types, options.type_embedding_size));
+      "type_embedding",
+      torch::nn::Embedding(static_cast<int64_t>(f.type_names.size()), options.type_embedding_size));
   feature_projection_ = register_module(
-      "feature_projection", torch::nn::Linear(feature_dim, options.type_embedding_size));
+      "feature_projection", torch::nn::Linear(f.feature_dim, options.type_embedding_size));
   encoder_ = register_module(
       "encoder", torch::nn::LSTM(torch::nn::LSTMOptions(2 * options.type_embedding_size,
                                                         options.bidirectional ? h / 2 : h)
                                      .bidirectional(options.bidirectional)
                                      .batch_first(true)));
-  device_embedding_ = register_module(
-      "device_embedding", torch::nn::Embedding(num_devices + 1, options.device_embedding_size));
-  // The decoder reads the previous group's device and the current group's encoding: the groups
-  // are aligned with the decoder steps, so step t sees what it places.
+  replica_head_ = register_module("replica_head", torch::nn::Linear(h, counts));
+  replica_embedding_ = register_module("replica_embedding", torch::nn::Embedding(counts, e));
+  option_embedding_ =
+      register_module("option_embedding", torch::nn::Embedding(num_options_ + 1, e));
   decoder_ = register_module(
       "decoder",
-      torch::nn::LSTM(
-          torch::nn::LSTMOptions(options.device_embedding_size + h, h).batch_first(true)));
-  attend_encoder_ = register_module(
-      "attend_encoder",
-      torch::nn::Linear(torch::nn::LinearOptions(h, options.attention_size).bias(false)));
-  attend_decoder_ = register_module("attend_decoder", torch::nn::Linear(h, options.attention_size));
-  output_ = register_module("output", torch::nn::Linear(2 * h, num_devices));
+      torch::nn::LSTM(torch::nn::LSTMOptions(3 * e + 2 * num_options_, hd).batch_first(true)));
+  attend_keys_ =
+      register_module("attend_keys", torch::nn::Linear(torch::nn::LinearOptions(h, a).bias(false)));
+  attend_values_ = register_module("attend_values",
+                                   torch::nn::Linear(torch::nn::LinearOptions(h, a).bias(false)));
+  attend_query_ = register_module("attend_query", torch::nn::Linear(hd, a));
+  output_ = register_module("output", torch::nn::Linear(hd + h + a, num_options_));
+  prior_weights_ = register_parameter("prior_weights",
+                                      at::tensor({options.locality_prior, options.locality_prior,
+                                                  options.incumbent_prior, options.incumbent_prior},
+                                                 at::kFloat));
 }
 
-std::pair<at::Tensor, at::Tensor> PolicyImpl::Encode(const at::Tensor& type_ids,
-                                                     const at::Tensor& features) {
-  at::Tensor inputs = at::cat({type_embedding_(type_ids), feature_projection_(features)}, -1);
+int PolicyImpl::ReplicaIndex(int replicas) const {
+  const std::vector<int>& counts = space_.replica_counts();
+  for (size_t i = 0; i < counts.size(); ++i) {
+    if (counts[i] == replicas) return static_cast<int>(i);
+  }
+  throw std::invalid_argument("the policy has no replica count " + std::to_string(replicas));
+}
+
+PolicyImpl::Encoding PolicyImpl::Encode() {
+  at::Tensor inputs = at::cat({type_embedding_(type_ids_), feature_projection_(features_)}, -1);
   at::Tensor encoded = std::get<0>(encoder_->forward(inputs.unsqueeze(0))).squeeze(0);  // [G, H]
-  return {encoded, attend_encoder_(encoded)};  // keys [G, A], computed once
+  return {encoded, attend_keys_(encoded), attend_values_(encoded)};
 }
 
-// Content-based attention in its multiplicative form, score_j = (W_d h) . (W_e e_j) / sqrt(A),
-// then the output layer over [h; context]. `states` is [..., H]; the result is [..., devices].
-// (The additive form, v . tanh(W_e e_j + W_d h), costs G x G x A per update and made one policy
-// step of 256 groups take 110 ms; this form is a matrix product.)
-at::Tensor PolicyImpl::Logits(const at::Tensor& states, const at::Tensor& encoded,
-                              const at::Tensor& keys) {
-  at::Tensor query = attend_decoder_(states);  // [..., A]
-  at::Tensor scores = query.matmul(keys.t()) / std::sqrt(static_cast<double>(keys.size(-1)));
-  at::Tensor context = at::softmax(scores, -1).matmul(encoded);  // [..., H]
-  at::Tensor logits = output_(at::cat({states, context}, -1)) / options_.temperature;
+PolicyImpl::IncumbentInputs PolicyImpl::Incumbent(const std::optional<Candidate>& incumbent) const {
+  const auto groups = static_cast<size_t>(num_groups_);
+  const auto o_count = static_cast<size_t>(num_options_);
+  const size_t counts = space_.replica_counts().size();
+  std::vector<int64_t> option(groups, num_options_);
+  std::vector<float> one_hot(groups * o_count, 0.0f);
+  std::vector<float> share(counts * groups * o_count, 0.0f);
+  std::vector<float> replica(counts, 0.0f);
+  if (incumbent) {
+    space_.Check(*incumbent, num_groups_);
+    replica[static_cast<size_t>(ReplicaIndex(incumbent->replicas))] = 1;
+    for (size_t g = 0; g < groups; ++g) {
+      option[g] = incumbent->options[g];
+      one_hot[g * o_count + static_cast<size_t>(incumbent->options[g])] = 1;
+    }
+    for (size_t r = 0; r < counts; ++r) {
+      const int replicas = space_.replica_counts()[r];
+      for (size_t g = 0; g < groups; ++g) {
+        for (const auto& [c, weight] : consumers_[g]) {
+          AddLocalShare(&share[(r * groups + g) * o_count], static_cast<int>(r),
+                        space_.Nearest(incumbent->options[static_cast<size_t>(c)], replicas),
+                        weight);
+        }
+      }
+    }
+  }
+  const auto g64 = static_cast<int64_t>(groups), o64 = static_cast<int64_t>(o_count);
+  return {at::tensor(option, at::kLong), at::tensor(one_hot, at::kFloat).reshape({g64, o64}),
+          at::tensor(share, at::kFloat).reshape({static_cast<int64_t>(counts), g64, o64}),
+          at::tensor(replica, at::kFloat)};
+}
+
+at::Tensor PolicyImpl::Finish(at::Tensor logits) const {
+  logits = logits / options_.temperature;
   if (options_.tanh_clip > 0) logits = options_.tanh_clip * at::tanh(logits / options_.tanh_clip);
   return logits;
 }
 
-at::Tensor PolicyImpl::Sample(const at::Tensor& type_ids, const at::Tensor& features, int k,
-                              at::Generator& generator, bool greedy) {
+at::Tensor PolicyImpl::ReplicaLogits(const at::Tensor& encoded, const IncumbentInputs& incumbent) {
+  return Finish(replica_head_(encoded.mean(0)) + prior_weights_[3] * incumbent.replica_one_hot);
+}
+
+at::Tensor PolicyImpl::DecoderInputs(const at::Tensor& previous, const at::Tensor& replica_index,
+                                     const at::Tensor& producer_share,
+                                     const at::Tensor& consumer_share,
+                                     const at::Tensor& incumbent_option) {
+  return at::cat({option_embedding_(previous), replica_embedding_(replica_index), producer_share,
+                  consumer_share, option_embedding_(incumbent_option)},
+                 -1);
+}
+
+// Attention in its multiplicative form, score_j = q . k_j / sqrt(A), over every group's encoding,
+// then the output layer over [decoder state; the group's encoding; context] and the priors.
+at::Tensor PolicyImpl::OptionLogits(const at::Tensor& states, const at::Tensor& encoded,
+                                    const Encoding& encoding, const at::Tensor& producer_share,
+                                    const at::Tensor& consumer_share,
+                                    const at::Tensor& incumbent_one_hot, const at::Tensor& mask) {
+  at::Tensor query = attend_query_(states);  // [..., A]
+  at::Tensor scores =
+      query.matmul(encoding.keys.t()) / std::sqrt(static_cast<double>(encoding.keys.size(-1)));
+  at::Tensor context = at::softmax(scores, -1).matmul(encoding.values);  // [..., A]
+  at::Tensor logits = output_(at::cat({states, encoded, context}, -1)) +
+                      prior_weights_[0] * producer_share + prior_weights_[1] * consumer_share +
+                      prior_weights_[2] * incumbent_one_hot;
+  return Finish(logits) + mask;
+}
+
+PolicySample PolicyImpl::Sample(int k, const std::optional<Candidate>& incumbent,
+                                at::Generator& generator, bool greedy,
+                                const std::vector<int>* replicas) {
   at::NoGradGuard no_grad;
-  const int64_t groups = type_ids.size(0);
-  auto [encoded, keys] = Encode(type_ids, features);
-  // The decoder LSTM's own weights, one step at a time.
-  // Handles, not references: named_parameters() returns a temporary dictionary (a reference into
-  // it dangled; AddressSanitizer caught it).
+  const int64_t groups = num_groups_;
+  const auto o_count = static_cast<size_t>(num_options_);
+  const Encoding encoding = Encode();
+  const IncumbentInputs inc = Incumbent(incumbent);
+
+  at::Tensor replica_log_p = at::log_softmax(ReplicaLogits(encoding.encoded, inc), -1);
+  at::Tensor replica_index;
+  if (replicas != nullptr) {
+    std::vector<int64_t> index;
+    for (int r : *replicas) index.push_back(ReplicaIndex(r));
+    replica_index = at::tensor(index, at::kLong);
+  } else if (greedy) {
+    replica_index = replica_log_p.argmax().expand({k}).contiguous();
+  } else {
+    replica_index = at::multinomial(replica_log_p.exp(), k, /*replacement=*/true, generator);
+  }
+  std::vector<int> r_of(static_cast<size_t>(k));
+  for (int64_t i = 0; i < k; ++i) r_of[static_cast<size_t>(i)] = replica_index[i].item<int>();
+
+  at::Tensor log_prob = at::empty({k, 1 + groups});
+  log_prob.select(1, 0).copy_(replica_log_p.index_select(0, replica_index));
+  const at::Tensor masks = option_masks_.index_select(0, replica_index);                // [K, O]
+  const at::Tensor consumer_share = inc.consumer_share.index_select(0, replica_index);  // [K,G,O]
+
+  // The decoder LSTM's own weights, one step at a time. Handles, not references:
+  // named_parameters() returns a temporary dictionary.
   const auto parameters = decoder_->named_parameters();
   const at::Tensor w_ih = parameters["weight_ih_l0"];
   const at::Tensor w_hh = parameters["weight_hh_l0"];
   const at::Tensor b_ih = parameters["bias_ih_l0"];
   const at::Tensor b_hh = parameters["bias_hh_l0"];
-  at::Tensor h = at::zeros({k, options_.hidden_size});
-  at::Tensor c = at::zeros({k, options_.hidden_size});
-  at::Tensor previous = at::full({k}, num_devices_, at::kLong);
-  at::Tensor devices = at::empty({k, groups}, at::kLong);
-  for (int64_t t = 0; t < groups; ++t) {
-    at::Tensor input =
-        at::cat({device_embedding_(previous), encoded[t].unsqueeze(0).expand({k, -1})}, -1);
-    std::tie(h, c) = at::lstm_cell(input, {h, c}, w_ih, w_hh, b_ih, b_hh);
-    at::Tensor logits = Logits(h, encoded, keys);
-    previous = greedy ? logits.argmax(-1)
-                      : at::multinomial(at::softmax(logits, -1), 1, false, generator).squeeze(-1);
-    devices.select(1, t).copy_(previous);
+  at::Tensor h = at::zeros({k, options_.decoder_size});
+  at::Tensor c = at::zeros({k, options_.decoder_size});
+  at::Tensor previous = at::full({k}, num_options_, at::kLong);
+  // producer_share[t][i]: sample i's share of group t's input that stays local per option, filled
+  // in as its producers are decoded.
+  std::vector<float> producer_share(static_cast<size_t>(groups * k) * o_count, 0.0f);
+  std::vector<Candidate> candidates(static_cast<size_t>(k));
+  for (int64_t i = 0; i < k; ++i) {
+    candidates[static_cast<size_t>(i)].replicas =
+        space_.replica_counts()[static_cast<size_t>(r_of[static_cast<size_t>(i)])];
+    candidates[static_cast<size_t>(i)].options.resize(static_cast<size_t>(groups));
   }
-  return devices;
+  for (int64_t t = 0; t < groups; ++t) {
+    at::Tensor produced = at::from_blob(&producer_share[static_cast<size_t>(t * k) * o_count],
+                                        {k, num_options_}, at::kFloat);
+    at::Tensor consumed = consumer_share.select(1, t);
+    at::Tensor incumbent_option = inc.option[t].expand({k});
+    at::Tensor input = DecoderInputs(previous, replica_index, produced, consumed, incumbent_option);
+    std::tie(h, c) = at::lstm_cell(input, {h, c}, w_ih, w_hh, b_ih, b_hh);
+    at::Tensor log_p =
+        at::log_softmax(OptionLogits(h, encoding.encoded[t].expand({k, -1}), encoding, produced,
+                                     consumed, inc.one_hot[t].expand({k, -1}), masks),
+                        -1);
+    at::Tensor choice =
+        greedy ? log_p.argmax(-1) : at::multinomial(log_p.exp(), 1, false, generator).squeeze(-1);
+    log_prob.select(1, 1 + t).copy_(log_p.gather(-1, choice.unsqueeze(-1)).squeeze(-1));
+    previous = choice;
+    const int64_t* chosen = choice.data_ptr<int64_t>();
+    for (int64_t i = 0; i < k; ++i) {
+      const auto option = static_cast<int>(chosen[i]);
+      candidates[static_cast<size_t>(i)].options[static_cast<size_t>(t)] = option;
+      for (const auto& [consumer, weight] : feeds_[static_cast<size_t>(t)]) {
+        AddLocalShare(&producer_share[static_cast<size_t>(consumer * k + i) * o_count],
+                      r_of[static_cast<size_t>(i)], option, weight);
+      }
+    }
+  }
+  return {std::move(candidates), log_prob};
 }
 
-PolicySamples PolicyImpl::Score(const at::Tensor& type_ids, const at::Tensor& features,
-                                const at::Tensor& devices) {
-  const int64_t k = devices.size(0);
-  auto [encoded, keys] = Encode(type_ids, features);
-  at::Tensor start = at::full({k, 1}, num_devices_, at::kLong);
-  at::Tensor previous = at::cat({start, devices.slice(1, 0, devices.size(1) - 1)}, 1);  // [K, G]
-  at::Tensor inputs = at::cat(
-      {device_embedding_(previous), encoded.unsqueeze(0).expand({k, -1, -1})}, -1);  // [K, G, .]
-  at::Tensor states = std::get<0>(decoder_->forward(inputs));                        // [K, G, H]
-  at::Tensor log_p = at::log_softmax(Logits(states, encoded, keys), -1);             // [K, G, D]
-  at::Tensor chosen = log_p.gather(-1, devices.unsqueeze(-1)).squeeze(-1);           // [K, G]
-  at::Tensor entropy = -(log_p.exp() * log_p).sum(-1);                               // [K, G]
-  return {devices, chosen.sum(1), entropy.sum(1)};
+PolicyScores PolicyImpl::Score(const std::vector<Candidate>& prefixes,
+                               const std::vector<Candidate>& labels,
+                               const std::optional<Candidate>& incumbent) {
+  if (prefixes.size() != labels.size() || labels.empty()) {
+    throw std::invalid_argument("Score needs one prefix per label, and at least one label");
+  }
+  const auto k = static_cast<int64_t>(labels.size());
+  const int64_t groups = num_groups_;
+  const auto o_count = static_cast<size_t>(num_options_);
+  const Encoding encoding = Encode();
+  const IncumbentInputs inc = Incumbent(incumbent);
+
+  std::vector<int64_t> r_of(static_cast<size_t>(k));
+  std::vector<int64_t> previous(static_cast<size_t>(k * groups), num_options_);
+  std::vector<int64_t> chosen(static_cast<size_t>(k * groups));
+  std::vector<float> producer_share(static_cast<size_t>(k * groups) * o_count, 0.0f);
+  for (int64_t i = 0; i < k; ++i) {
+    const Candidate& prefix = prefixes[static_cast<size_t>(i)];
+    const Candidate& label = labels[static_cast<size_t>(i)];
+    space_.Check(label, num_groups_);
+    if (prefix.options.size() != label.options.size()) {
+      throw std::invalid_argument("a prefix places another number of groups than its label");
+    }
+    const int r = ReplicaIndex(label.replicas);
+    r_of[static_cast<size_t>(i)] = r;
+    for (int64_t t = 0; t < groups; ++t) {
+      const size_t row = static_cast<size_t>(i * groups + t);
+      chosen[row] = label.options[static_cast<size_t>(t)];
+      if (t > 0) previous[row] = prefix.options[static_cast<size_t>(t - 1)];
+      for (const auto& [producer, weight] : producers_[static_cast<size_t>(t)]) {
+        // A prefix option the label's R cannot use (the policy's own decoding under another R)
+        // counts as its nearest allowed one.
+        AddLocalShare(&producer_share[row * o_count], r,
+                      space_.Nearest(prefix.options[static_cast<size_t>(producer)], label.replicas),
+                      weight);
+      }
+    }
+  }
+  at::Tensor replica_index = at::tensor(r_of, at::kLong);
+  at::Tensor replica_log_p = at::log_softmax(ReplicaLogits(encoding.encoded, inc), -1);
+  at::Tensor replica_entropy = -(replica_log_p.exp() * replica_log_p).sum();
+
+  at::Tensor produced = at::tensor(producer_share, at::kFloat).reshape({k, groups, num_options_});
+  at::Tensor consumed = inc.consumer_share.index_select(0, replica_index);  // [K, G, O]
+  at::Tensor inputs = DecoderInputs(at::tensor(previous, at::kLong).reshape({k, groups}),
+                                    replica_index.unsqueeze(1).expand({k, groups}), produced,
+                                    consumed, inc.option.unsqueeze(0).expand({k, groups}));
+  at::Tensor states = std::get<0>(decoder_->forward(inputs));  // [K, G, Hd]
+  at::Tensor masks =
+      option_masks_.index_select(0, replica_index).unsqueeze(1).expand({k, groups, num_options_});
+  at::Tensor log_p = at::log_softmax(
+      OptionLogits(states, encoding.encoded.unsqueeze(0).expand({k, -1, -1}), encoding, produced,
+                   consumed, inc.one_hot.unsqueeze(0).expand({k, -1, -1}), masks),
+      -1);  // [K, G, O]
+  at::Tensor labels_t = at::tensor(chosen, at::kLong).reshape({k, groups, 1});
+  at::Tensor option_log_prob = log_p.gather(-1, labels_t).squeeze(-1);  // [K, G]
+  at::Tensor option_entropy = -(log_p.exp() * log_p).sum(-1);           // [K, G]
+  return {at::cat({replica_log_p.index_select(0, replica_index).unsqueeze(1), option_log_prob}, 1),
+          at::cat({replica_entropy.expand({k, 1}), option_entropy}, 1)};
 }
 
 }  // namespace placer::search

@@ -1,6 +1,28 @@
-// The placement policy of Mirhoseini et al. (2017) and the hierarchical planner (2018): an LSTM
-// encoder over the groups in topological order, and an LSTM decoder with content-based attention
-// that emits one device per group, fed the previous group's device.
+// The placement policy: the seq2seq network of Mirhoseini et al. (2017) and the hierarchical
+// planner (2018), over the action space of action_space.h (a replica count, then an option per
+// group), conditioned, as Placeto's policy is, on a placement it may edit (the incumbent: the
+// best placement known).
+//
+//   encoder   a bidirectional LSTM over the groups in topological order (op type embedding and
+//             the group's static features: shape, FLOPs, bytes, parameters, neighbours);
+//   R head    the replica count, from the mean encoding (and the incumbent's replica count);
+//   decoder   an LSTM that emits one option per group, fed the previous group's option, R, the
+//             incumbent's option for the group and, per option, the share of the group's traffic
+//             that would stay on its device:
+//               - producers: of the bytes the group reads from other groups, the share that
+//                 replica by replica sits where the option would run it, from the options
+//                 already decoded for those groups (exact: producers come first in topological
+//                 order);
+//               - consumers: the same for the bytes it sends, under the incumbent placement (its
+//                 consumers are decoded later, so the best placement known stands in for them);
+//             its output layer reads the decoder state, the group's encoding and an attention
+//             context over all encodings. The traffic shares and "the incumbent chose it" also
+//             enter every option's logit with learned weights, so that the policy starts out
+//             preferring to keep data where it is, which is what step times reward.
+// (The group's encoding goes to the output layer rather than into the decoder LSTM: it is the
+// same for every sample, and keeping the LSTM's input small is what makes scoring 64 samples of
+// 256 groups cheap enough to run several PPO epochs per step.)
+// Options a replica count cannot use (width not dividing R) are masked out.
 #pragma once
 
 #include <torch/nn/module.h>
@@ -8,57 +30,118 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/rnn.h>
 
+#include <optional>
+#include <vector>
+
 #include "graph/grouping.h"
+#include "placer/action_space.h"
 
 namespace placer::search {
 
 struct PolicyOptions {
-  int hidden_size = 128;  // encoder output (both directions together) and decoder state
+  int hidden_size = 128;  // encoder output (both directions together)
+  int decoder_size = 64;  // decoder state
   int type_embedding_size = 16;
-  int device_embedding_size = 16;
-  int attention_size = 64;
+  int option_embedding_size = 16;
+  int attention_size = 32;  // keys and values of the attention
   bool bidirectional = true;
-  double temperature = 1.0;  // logits are divided by it before the softmax
-  double tanh_clip = 0.0;    // > 0: logits = C * tanh(logits / C), as the 2018 planner did
+  double temperature = 1.0;      // logits are divided by it before the softmax
+  double tanh_clip = 0.0;        // > 0: logits = C * tanh(logits / C), as the 2018 planner did
+  double locality_prior = 2.0;   // initial weight of the traffic shares in an option's logit
+  double incumbent_prior = 2.0;  // initial weight of "the incumbent chose this option"
 };
 
-struct PolicySamples {
-  at::Tensor devices;   // [K, G] int64: device per group, per sample
-  at::Tensor log_prob;  // [K]: log-probability of each sample (differentiable)
-  at::Tensor entropy;   // [K]: summed per-step entropy of each sample (differentiable)
+// Per-decision log-probabilities and entropies of K candidates: column 0 is the replica count,
+// column 1 + g group g's option.
+struct PolicyScores {
+  at::Tensor log_prob;  // [K, 1 + G]
+  at::Tensor entropy;   // [K, 1 + G]
+};
+
+struct PolicySample {
+  std::vector<Candidate> candidates;
+  at::Tensor log_prob;  // [K, 1 + G], no gradient: the sampling policy's, for PPO's ratio
 };
 
 class PolicyImpl : public torch::nn::Module {
  public:
-  PolicyImpl(int num_op_types, int feature_dim, int num_devices, PolicyOptions options);
+  PolicyImpl(const graph::GroupFeatures& features, const ActionSpace& space, PolicyOptions options);
 
-  // Draws `k` placements ([K, G] int64), without recording gradients. With `greedy`, takes the
-  // most likely device at each step instead.
-  at::Tensor Sample(const at::Tensor& type_ids, const at::Tensor& features, int k,
-                    at::Generator& generator, bool greedy = false);
+  // Draws `k` candidates without recording gradients; with `greedy`, the most likely decision at
+  // every step instead. `replicas`, when given (one per sample), fixes each sample's replica count
+  // instead of drawing it.
+  PolicySample Sample(int k, const std::optional<Candidate>& incumbent, at::Generator& generator,
+                      bool greedy = false, const std::vector<int>* replicas = nullptr);
 
-  // Log-probabilities and entropies of given placements, differentiable. The decoder's inputs
-  // (the previous group's device and the current group's encoding) are known once the devices
-  // are, so every step is computed at once: one fused LSTM pass and batched attention instead
-  // of G sequential steps, which is what makes an update cheap.
-  PolicySamples Score(const at::Tensor& type_ids, const at::Tensor& features,
-                      const at::Tensor& devices);
+  // The log-probabilities and entropies of `labels` when the decoder is fed `prefixes` (the
+  // previous option and the producers' options; the replica count is the label's): `prefixes` =
+  // `labels` scores the candidates themselves (teacher forcing); the policy's own samples as
+  // prefixes score the labels' decisions where the policy's own decoding leads. Differentiable;
+  // every step at once (one fused LSTM pass).
+  PolicyScores Score(const std::vector<Candidate>& prefixes, const std::vector<Candidate>& labels,
+                     const std::optional<Candidate>& incumbent);
 
-  int num_devices() const { return num_devices_; }
+  int num_groups() const { return num_groups_; }
+  const ActionSpace& space() const { return space_; }
 
  private:
+  struct IncumbentInputs {
+    at::Tensor option;           // [G] int64: its option per group, or O for "none"
+    at::Tensor one_hot;          // [G, O]
+    at::Tensor consumer_share;   // [R counts, G, O]: consumers' traffic kept local, per R
+    at::Tensor replica_one_hot;  // [R counts]
+  };
+  IncumbentInputs Incumbent(const std::optional<Candidate>& incumbent) const;
+  struct Encoding {
+    at::Tensor encoded;  // [G, H]
+    at::Tensor keys;     // [G, A]
+    at::Tensor values;   // [G, A]
+  };
+  Encoding Encode();
+  int ReplicaIndex(int replicas) const;
+  // Adds to `share` (O floats) the share of traffic `weight` from a neighbour with option
+  // `neighbour` that stays local under each option, with R = replica_counts()[r_index].
+  void AddLocalShare(float* share, int r_index, int neighbour, float weight) const {
+    const float* row =
+        &local_[(static_cast<size_t>(r_index) * num_options_ + static_cast<size_t>(neighbour)) *
+                num_options_];
+    for (int o = 0; o < num_options_; ++o) share[o] += weight * row[o];
+  }
+  at::Tensor ReplicaLogits(const at::Tensor& encoded, const IncumbentInputs& incumbent);
+  at::Tensor DecoderInputs(const at::Tensor& previous, const at::Tensor& replica_index,
+                           const at::Tensor& producer_share, const at::Tensor& consumer_share,
+                           const at::Tensor& incumbent_option);
+  // `states` [..., Hd] and `encoded` [..., H] (the decoded groups' encodings) line up.
+  at::Tensor OptionLogits(const at::Tensor& states, const at::Tensor& encoded,
+                          const Encoding& encoding, const at::Tensor& producer_share,
+                          const at::Tensor& consumer_share, const at::Tensor& incumbent_one_hot,
+                          const at::Tensor& mask);
+  at::Tensor Finish(at::Tensor logits) const;
+
+  ActionSpace space_;
   PolicyOptions options_;
-  int num_devices_;
+  int num_groups_;
+  int num_options_;
+  at::Tensor type_ids_, features_;
+  // Per group g: its producers p with p's share of g's incoming bytes; its consumers c with c's
+  // share of g's outgoing bytes; and, to push decoded options forward, its consumers c with g's
+  // share of c's incoming bytes.
+  std::vector<std::vector<std::pair<int, float>>> producers_, consumers_, feeds_;
+  // local_[r][a][b]: with R = replica_counts()[r], the fraction of replicas that a group with
+  // option b runs on the same device as a group with option a.
+  std::vector<float> local_;
+  at::Tensor option_masks_;  // [R counts, O]: 0 where allowed, -1e9 where not
+
   torch::nn::Embedding type_embedding_{nullptr};
   torch::nn::Linear feature_projection_{nullptr};
   torch::nn::LSTM encoder_{nullptr};
-  std::pair<at::Tensor, at::Tensor> Encode(const at::Tensor& type_ids, const at::Tensor& features);
-  at::Tensor Logits(const at::Tensor& states, const at::Tensor& encoded, const at::Tensor& keys);
-
-  torch::nn::Embedding device_embedding_{nullptr};  // index num_devices = "no previous group"
+  torch::nn::Linear replica_head_{nullptr};
+  torch::nn::Embedding replica_embedding_{nullptr};
+  torch::nn::Embedding option_embedding_{nullptr};  // index O: "no previous group", "none"
   torch::nn::LSTM decoder_{nullptr};  // run step by step (sampling) or fused (scoring)
-  torch::nn::Linear attend_encoder_{nullptr}, attend_decoder_{nullptr};
+  torch::nn::Linear attend_keys_{nullptr}, attend_values_{nullptr}, attend_query_{nullptr};
   torch::nn::Linear output_{nullptr};
+  at::Tensor prior_weights_;  // [4]: producers' share, consumers' share, incumbent option, R
 };
 TORCH_MODULE(Policy);
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 namespace placer::search {
@@ -169,7 +170,28 @@ std::vector<std::pair<double, double>> Points(const std::vector<CurvePoint>& cur
   return points;
 }
 
+std::string Verdict(const ComparisonReport& r) {
+  const LearnedVersusBest v = CompareLearned(r);
+  if (v.ratio <= 0) return "";
+  return fmt::format("learned / best other ({}): {:.3f}", v.best_other, v.ratio);
+}
+
 }  // namespace
+
+LearnedVersusBest CompareLearned(const ComparisonReport& r) {
+  const ReportRow* learned = nullptr;
+  const ReportRow* best = nullptr;
+  for (const ReportRow& row : r.rows) {
+    if (!row.valid) continue;
+    if (row.kind == ReportRow::Kind::kLearned) learned = &row;
+    if (row.kind == ReportRow::Kind::kBaseline &&
+        (best == nullptr || row.step_seconds < best->step_seconds)) {
+      best = &row;
+    }
+  }
+  if (learned == nullptr || best == nullptr) return {};
+  return {learned->step_seconds / best->step_seconds, best->method};
+}
 
 std::string ReportTable(const ComparisonReport& r) {
   References refs = ReferencesOf(r);
@@ -188,10 +210,14 @@ std::string ReportTable(const ComparisonReport& r) {
   }
   if (r.lower_bound_seconds > 0) {
     out << fmt::format(
-        "lower bound: {} (critical path on the fastest devices, free "
+        "lower bound: {} (over every replica count: critical path on the fastest devices, free "
         "communication; or total work / devices)\n",
         Seconds(r.lower_bound_seconds));
   }
+  for (const ReportRow& row : r.rows) {
+    if (!row.placement.empty()) out << fmt::format("{}: {}\n", row.method, row.placement);
+  }
+  if (const std::string verdict = Verdict(r); !verdict.empty()) out << verdict << '\n';
   return out.str();
 }
 
@@ -219,7 +245,23 @@ std::string ReportMarkdown(const ComparisonReport& r) {
         Seconds(row.seconds_to_produce), Memory(row.peak_memory_bytes));
   }
   if (r.lower_bound_seconds > 0) {
-    out << fmt::format("\nLower bound: {}.\n", Seconds(r.lower_bound_seconds));
+    out << fmt::format(
+        "\nLower bound: {} (the least over the replica counts of the critical path on the "
+        "fastest devices with free communication, and of the total work over the devices).\n",
+        Seconds(r.lower_bound_seconds));
+  }
+  if (const std::string verdict = Verdict(r); !verdict.empty()) {
+    out << "\n"
+        << verdict << ". Baselines: single devices, data parallelism, the expert, the "
+        << "algorithms and random search; the policy alone and refinement alone are ablations "
+        << "of the search, not baselines.\n";
+  }
+  bool described = false;
+  for (const ReportRow& row : r.rows) {
+    if (row.placement.empty()) continue;
+    if (!described) out << "\n## What the searches chose\n\n";
+    described = true;
+    out << fmt::format("- {} ({} evaluations): {}\n", row.method, row.evaluations, row.placement);
   }
   if (!r.learned_curve.empty()) {
     out << "\n## Learned search\n\n| evaluations | wall | best so far | mean of the step |\n"
@@ -273,6 +315,33 @@ std::string ReportHtml(const ComparisonReport& r) {
   }
   out << "</table></body></html>\n";
   return out.str();
+}
+
+std::string ReportJson(const ComparisonReport& r) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const ReportRow& row : r.rows) {
+    rows.push_back({{"kind", row.kind == ReportRow::Kind::kBaseline   ? "baseline"
+                             : row.kind == ReportRow::Kind::kAblation ? "ablation"
+                                                                      : "learned"},
+                    {"method", row.method},
+                    {"valid", row.valid},
+                    {"invalid_reason", row.invalid_reason},
+                    {"step_seconds", row.step_seconds},
+                    {"seconds_to_produce", row.seconds_to_produce},
+                    {"evaluations", row.evaluations},
+                    {"placement", row.placement},
+                    {"hybrid", row.hybrid},
+                    {"peak_memory_bytes", row.peak_memory_bytes}});
+  }
+  const LearnedVersusBest verdict = CompareLearned(r);
+  nlohmann::json json = {{"model", r.model},
+                         {"devices", r.devices},
+                         {"evaluator", r.evaluator},
+                         {"lower_bound_seconds", r.lower_bound_seconds},
+                         {"rows", rows},
+                         {"learned_over_best_other", verdict.ratio},
+                         {"best_other", verdict.best_other}};
+  return json.dump(2) + "\n";
 }
 
 }  // namespace placer::search

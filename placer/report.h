@@ -11,12 +11,20 @@
 namespace placer::search {
 
 struct ReportRow {
+  // What a row stands for: a baseline (what the search must beat: single devices, data
+  // parallelism, the expert, the algorithms, random search), an ablation of the search (the policy
+  // alone, refinement alone), or the search's answer.
+  enum class Kind { kBaseline, kAblation, kLearned };
+  Kind kind = Kind::kBaseline;
   std::string method;
   bool valid = false;
   std::string invalid_reason;
   double step_seconds = 0;
   double seconds_to_produce = 0;           // search or algorithm time; 0 for fixed placements
   std::vector<int64_t> peak_memory_bytes;  // per device, when the evaluator reports it
+  int evaluations = 0;                     // searches: distinct candidates judged
+  std::string placement;                   // what the placement is, in a few words
+  bool hybrid = false;                     // data and model parallelism at once (IsHybrid)
 };
 
 struct ComparisonReport {
@@ -31,8 +39,17 @@ struct ComparisonReport {
 
 // Speed-ups are relative to the best valid single-device row and to the data-parallel row (rows
 // whose method starts with "single device" and "data parallel").
+// The learned row against the best baseline row: step time ratio and the baseline's method; a
+// ratio of 0 when either is missing.
+struct LearnedVersusBest {
+  double ratio = 0;
+  std::string best_other;
+};
+LearnedVersusBest CompareLearned(const ComparisonReport& report);
 std::string ReportTable(const ComparisonReport& report);
 std::string ReportMarkdown(const ComparisonReport& report);
 std::string ReportHtml(const ComparisonReport& report);
+// Every field above as JSON (report.json), for scripts that collect reports.
+std::string ReportJson(const ComparisonReport& report);
 
 }  // namespace placer::search

@@ -1,22 +1,16 @@
 #include "placer/search.h"
 
-#include <ATen/ATen.h>
 #include <fmt/format.h>
-#include <torch/serialize/archive.h>
-#include <unistd.h>
 
-#include <cerrno>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
-#include <fstream>
-#include <limits>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <random>
-#include <sstream>
+#include <set>
+#include <unordered_map>
 
-#include "proto/writers.h"
+#include "placer/run_directory.h"
 
 namespace placer::search {
 namespace {
@@ -24,408 +18,368 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
+nlohmann::json ToJson(const RankedCandidate& c) {
+  return {
+      {"candidate", FormatCandidate(c.candidate)}, {"seconds", c.seconds}, {"origin", c.origin}};
+}
+
 struct Verdict {
   bool valid = false;
   double seconds = 0;
   std::string reason;
 };
 
-std::string KeyOf(const std::vector<int>& group_devices) {
-  return std::string(group_devices.begin(), group_devices.end());
-}
+// The loop's state and its moves; the RunDirectory writes what it reports.
+class Loop {
+ public:
+  Loop(const SearchProblem& problem, const SearchOptions& options, RunDirectory* dir)
+      : p_(problem),
+        o_(options),
+        dir_(dir),
+        evaluator_(*problem.evaluator),
+        learner_(problem.features, evaluator_.space(), options.policy, options.learner,
+                 options.seed),
+        refiner_(evaluator_.space(), problem.features, options.refiner, options.seed) {}
 
-Verdict Judge(runtime::Evaluator& evaluator, const graph::Placement& placement) {
-  try {
-    runtime::EvaluationResult r = evaluator.Evaluate(placement);
-    return {r.valid, r.step_seconds, r.invalid_reason};
-  } catch (const std::exception& error) {  // an evaluator should not throw; if it does, go on
-    return {false, 0, error.what()};
+  SearchOutcome Run();
+
+ private:
+  double Elapsed() const {
+    return elapsed_before_ + std::chrono::duration<double>(Clock::now() - start_).count();
   }
-}
-
-std::string Duration(double seconds) {
-  if (!std::isfinite(seconds)) return "?";
-  auto s = static_cast<int64_t>(seconds + 0.5);
-  return s >= 60 ? fmt::format("{}m{:02}s", s / 60, s % 60) : fmt::format("{}s", s);
-}
-
-std::string Ms(double seconds) {
-  return std::isfinite(seconds) ? fmt::format("{:.2f} ms", seconds * 1e3) : "-";
-}
-
-// Everything about a run that is not torch state, as JSON inside the checkpoint.
-struct RunState {
-  int step = 0;
-  int evaluations = 0;
-  double elapsed_seconds = 0;
-  std::vector<int> best;
-  double best_seconds = kInfinity;
-  std::map<std::string, Verdict> cache;
-  std::vector<CurvePoint> curve;
-  int64_t csv_bytes = 0;
-  // The grouping the policy's decisions (and the cache's keys) are about. Checkpoints written
-  // before groupings were recorded have none: those searches placed one op per group.
-  std::string grouping_name;
-  std::string grouping_fingerprint;
-  int groups = 0;
-
-  nlohmann::json ToJson() const {
-    nlohmann::json cache_json = nlohmann::json::array();
-    for (const auto& [key, v] : cache) {
-      cache_json.push_back({{"placement", std::vector<int>(key.begin(), key.end())},
-                            {"valid", v.valid},
-                            {"seconds", v.seconds},
-                            {"reason", v.reason}});
-    }
-    nlohmann::json curve_json = nlohmann::json::array();
-    for (const CurvePoint& p : curve) {
-      curve_json.push_back({p.step, p.evaluations, p.wall_seconds,
-                            std::isfinite(p.best_seconds) ? p.best_seconds : -1.0, p.mean_seconds});
-    }
-    return {{"step", step},
-            {"evaluations", evaluations},
-            {"elapsed_seconds", elapsed_seconds},
-            {"best", best},
-            {"best_seconds", std::isfinite(best_seconds) ? best_seconds : -1.0},
-            {"cache", cache_json},
-            {"curve", curve_json},
-            {"csv_bytes", csv_bytes},
-            {"grouping",
-             {{"name", grouping_name}, {"fingerprint", grouping_fingerprint}, {"groups", groups}}}};
+  bool OutOfEvaluations() const { return evaluations_ >= o_.max_evaluations; }
+  bool StopRequested() const { return o_.stop_requested != nullptr && o_.stop_requested->load(); }
+  double RewardFor(const Verdict& v) const {
+    return RewardOf(v.valid ? v.seconds : o_.failing_step_seconds);
   }
 
-  static RunState FromJson(const nlohmann::json& j) {
-    RunState s;
-    s.step = j.at("step");
-    s.evaluations = j.at("evaluations");
-    s.elapsed_seconds = j.at("elapsed_seconds");
-    s.best = j.at("best").get<std::vector<int>>();
-    double best = j.at("best_seconds");
-    s.best_seconds = best < 0 ? kInfinity : best;
-    for (const auto& entry : j.at("cache")) {
-      std::vector<int> devices = entry.at("placement");
-      s.cache[KeyOf(devices)] = {entry.at("valid"), entry.at("seconds"), entry.at("reason")};
-    }
-    for (const auto& p : j.at("curve")) {
-      double b = p[3];
-      s.curve.push_back({p[0], p[1], p[2], b < 0 ? kInfinity : b, p[4]});
-    }
-    s.csv_bytes = j.at("csv_bytes");
-    if (j.contains("grouping")) {
-      s.grouping_name = j.at("grouping").at("name");
-      s.grouping_fingerprint = j.at("grouping").at("fingerprint");
-      s.groups = j.at("grouping").at("groups");
-    }
-    return s;
+  // Judges `batch` (duplicates and known candidates from the cache), logs every row, keeps the
+  // elite. `origins` names warm starts (empty otherwise).
+  std::vector<Verdict> Judge(const std::vector<Candidate>& batch, const std::string& phase,
+                             const std::vector<std::string>& origins = {});
+  void Consider(const Candidate& candidate, const Verdict& verdict, const std::string& origin);
+  std::optional<Candidate> Incumbent() const {
+    return elite_.empty() ? std::nullopt : std::optional(elite_.front().candidate);
   }
+  void ImitateElite(const ImitationOptions& options);
+  void WarmStart();
+  void PolicyStep();
+  void Refine(const Candidate& start, double seconds, int rounds, double deadline);
+  void Report(const std::string& phase, double mean_seconds, const UpdateStats& stats);
+  void SaveCheckpoint();
+  void Restore();
+
+  const SearchProblem& p_;
+  const SearchOptions& o_;
+  RunDirectory* dir_;
+  const CandidateEvaluator& evaluator_;
+  Learner learner_;
+  Refiner refiner_;
+  Clock::time_point start_ = Clock::now();
+
+  // Saved with checkpoints (the cache is rebuilt from the log).
+  std::unordered_map<std::string, Verdict> cache_;
+  int step_ = 0;  // policy steps
+  int reports_ = 0;
+  int evaluations_ = 0;
+  double elapsed_before_ = 0;
+  bool warm_started_ = false;
+  int final_rounds_ = 0;
+  std::vector<RankedCandidate> elite_;
+  std::vector<CurvePoint> curve_;
+  // The best the policy sampled since the last refinement slice: that slice's start.
+  std::optional<RankedCandidate> recent_;
 };
 
-void SaveCheckpoint(const std::filesystem::path& file, const Reinforce& learner,
-                    const RunState& state) {
-  torch::serialize::OutputArchive archive;
-  learner.Save(archive);
-  archive.write("run_state", c10::IValue(state.ToJson().dump()));
-  // Serialised in memory, then written by the one atomic writer: a full disk or an unwritable
-  // directory is a clear error and leaves the previous checkpoint as it was.
-  std::ostringstream bytes;
-  archive.save_to(bytes);
-  graph::WriteFileAtomically(file, bytes.str());
+std::vector<Verdict> Loop::Judge(const std::vector<Candidate>& batch, const std::string& phase,
+                                 const std::vector<std::string>& origins) {
+  std::vector<Verdict> verdicts(batch.size());
+  std::vector<bool> cached(batch.size(), true);
+  std::vector<Candidate> fresh;
+  std::set<std::string> fresh_keys;  // a candidate twice in one batch is judged once
+  for (size_t k = 0; k < batch.size(); ++k) {
+    const std::string key = KeyOf(batch[k]);
+    if (cache_.count(key) == 0 && fresh_keys.insert(key).second) {
+      fresh.push_back(batch[k]);
+      cached[k] = false;
+    }
+  }
+  if (!fresh.empty()) {
+    std::vector<runtime::EvaluationResult> results = evaluator_.Evaluate(fresh);
+    evaluations_ += static_cast<int>(fresh.size());
+    for (size_t j = 0; j < fresh.size(); ++j) {
+      cache_[KeyOf(fresh[j])] = {results[j].valid, results[j].step_seconds,
+                                 results[j].invalid_reason};
+    }
+  }
+  for (size_t k = 0; k < batch.size(); ++k) {
+    verdicts[k] = cache_.at(KeyOf(batch[k]));
+    const std::string origin = k < origins.size() ? origins[k] : "";
+    Consider(batch[k], verdicts[k], origin.empty() ? phase : origin);
+    // Refinement re-proposes known candidates often; only its new ones are worth a row.
+    if (dir_ != nullptr && (!cached[k] || phase != "refinement")) {
+      dir_->Log({.step = phase == "warm start" ? -1 : step_,
+                 .phase = phase,
+                 .sample = static_cast<int>(k),
+                 .origin = origin,
+                 .candidate = batch[k],
+                 .valid = verdicts[k].valid,
+                 .seconds = verdicts[k].seconds,
+                 .reward = RewardFor(verdicts[k]),
+                 .cached = cached[k],
+                 .reason = verdicts[k].reason});
+    }
+  }
+  return verdicts;
 }
 
-// Restores the learner and the run state, after checking that the checkpoint was written for
-// `grouping` (named `grouping_name` in messages): the sampled device vectors, the cache and the
-// policy all refer to groups, which mean other ops under another grouping.
-RunState LoadCheckpoint(const std::filesystem::path& file, Reinforce& learner,
-                        const graph::Graph& graph, const graph::Grouping& grouping,
-                        const std::string& grouping_name) {
-  auto corrupt = [&](const std::exception& error) {
-    return std::runtime_error(fmt::format(
-        "{}: cannot resume from this checkpoint (corrupt, or written for another config): {}",
-        file.string(), error.what()));
+void Loop::Consider(const Candidate& candidate, const Verdict& v, const std::string& origin) {
+  if (!v.valid) return;
+  const std::string key = KeyOf(candidate);
+  for (const RankedCandidate& e : elite_) {
+    if (KeyOf(e.candidate) == key) return;
+  }
+  if (static_cast<int>(elite_.size()) >= o_.elite_size && v.seconds >= elite_.back().seconds) {
+    return;
+  }
+  RankedCandidate entry{candidate, v.seconds, origin};
+  auto at = std::upper_bound(elite_.begin(), elite_.end(), v.seconds,
+                             [](double s, const RankedCandidate& e) { return s < e.seconds; });
+  elite_.insert(at, std::move(entry));
+  if (static_cast<int>(elite_.size()) > o_.elite_size) elite_.pop_back();
+}
+
+void Loop::ImitateElite(const ImitationOptions& options) {
+  if (elite_.empty()) return;
+  // Weights fall with the distance to the best: a candidate 5% slower counts e^-1 as much.
+  std::vector<Candidate> targets;
+  std::vector<double> weights;
+  for (const RankedCandidate& e : elite_) {
+    targets.push_back(e.candidate);
+    weights.push_back(std::exp(-(e.seconds / elite_.front().seconds - 1) / 0.05));
+  }
+  learner_.Imitate(targets, weights, Incumbent(), options);
+  learner_.ResetOptimizer();  // the imitation's moments must not push the next PPO steps
+}
+
+void Loop::WarmStart() {
+  std::vector<Candidate> batch;
+  std::vector<std::string> names;
+  for (const NamedCandidate& w : p_.warm_starts) {
+    batch.push_back(w.candidate);
+    names.push_back(w.name);
+  }
+  if (!batch.empty()) Judge(batch, "warm start", names);
+  if (o_.use_policy) ImitateElite(o_.warm_start_imitation);
+  warm_started_ = true;
+}
+
+void Loop::PolicyStep() {
+  const std::optional<Candidate> incumbent = Incumbent();
+  Batch batch = learner_.Sample(incumbent);
+  const std::vector<Verdict> verdicts = Judge(batch.candidates, "policy");
+  std::vector<double> rewards;
+  double mean_seconds = 0;
+  for (size_t k = 0; k < verdicts.size(); ++k) {
+    const Verdict& v = verdicts[k];
+    rewards.push_back(RewardFor(v));
+    mean_seconds +=
+        (v.valid ? v.seconds : o_.failing_step_seconds) / static_cast<double>(verdicts.size());
+    if (v.valid && (!recent_ || v.seconds < recent_->seconds)) {
+      recent_ = RankedCandidate{batch.candidates[k], v.seconds, "policy"};
+    }
+  }
+  const UpdateStats stats = learner_.Update(batch, rewards);
+  ++step_;
+  if (o_.self_imitation_every > 0 && step_ % o_.self_imitation_every == 0) {
+    ImitateElite(o_.self_imitation);
+  }
+  Report("policy", mean_seconds, stats);
+  if (o_.use_refinement && o_.refine_every > 0 && step_ % o_.refine_every == 0 && recent_) {
+    const RankedCandidate seed = *recent_;
+    recent_.reset();
+    Refine(seed.candidate, seed.seconds, o_.refine_rounds, kInfinity);
+  }
+}
+
+void Loop::Refine(const Candidate& start, double seconds, int rounds, double deadline) {
+  JudgeBatch judge = [&](const std::vector<Candidate>& batch) {
+    std::vector<double> times;
+    for (const Verdict& v : Judge(batch, "refinement")) {
+      times.push_back(v.valid ? v.seconds : kInfinity);
+    }
+    return times;
   };
-  torch::serialize::InputArchive archive;
-  RunState state;
-  try {
-    archive.load_from(file.string());
-    c10::IValue run_state;
-    archive.read("run_state", run_state);
-    state = RunState::FromJson(nlohmann::json::parse(run_state.toStringRef()));
-  } catch (const std::exception& error) {
-    throw corrupt(error);
+  refiner_.Run(start, seconds, rounds, judge,
+               [&] { return OutOfEvaluations() || Elapsed() >= deadline || StopRequested(); });
+}
+
+void Loop::Report(const std::string& phase, double mean_seconds, const UpdateStats& stats) {
+  ++reports_;
+  const double best = elite_.empty() ? kInfinity : elite_.front().seconds;
+  curve_.push_back({step_, evaluations_, Elapsed(), best, mean_seconds});
+  if (dir_ == nullptr) return;
+  dir_->StepDone({.report = reports_,
+                  .step = step_,
+                  .max_steps = o_.use_policy ? o_.policy_steps : 0,
+                  .evaluations = evaluations_,
+                  .wall_seconds = Elapsed(),
+                  .max_wall_seconds = o_.max_wall_seconds,
+                  .best_seconds = best,
+                  .mean_seconds = mean_seconds,
+                  .entropy = stats.mean_entropy,
+                  .clipped_fraction = stats.clipped_fraction,
+                  .phase = phase});
+}
+
+void Loop::SaveCheckpoint() {
+  if (dir_ == nullptr) return;
+  nlohmann::json elite = nlohmann::json::array();
+  for (const RankedCandidate& e : elite_) elite.push_back(ToJson(e));
+  nlohmann::json curve = nlohmann::json::array();
+  for (const CurvePoint& c : curve_) {
+    curve.push_back({c.step, c.evaluations, c.wall_seconds,
+                     std::isfinite(c.best_seconds) ? c.best_seconds : -1.0, c.mean_seconds});
   }
-  const std::string fingerprint = graph::GroupingFingerprint(grouping);
-  const bool legacy = state.grouping_fingerprint.empty();
-  if (legacy ? fingerprint != graph::GroupingFingerprint(graph::OpPerGroup(graph))
-             : fingerprint != state.grouping_fingerprint) {
-    throw std::runtime_error(fmt::format(
-        "{}: cannot resume: this search placed {} groups made by grouping '{}', the config now "
-        "gives {} groups by grouping '{}'; resume with the search.grouping and search.max_groups "
-        "(and model) it was started with, or choose another output.directory",
-        file.string(),
-        legacy ? static_cast<int>(graph.OpsInPhase(graph::Phase::kForward).size()) : state.groups,
-        legacy ? "op" : state.grouping_name, grouping.num_groups(),
-        grouping_name.empty() ? "unnamed" : grouping_name));
+  nlohmann::json state = {{"step", step_},
+                          {"reports", reports_},
+                          {"evaluations", evaluations_},
+                          {"elapsed_seconds", Elapsed()},
+                          {"warm_started", warm_started_},
+                          {"final_rounds", final_rounds_},
+                          {"elite", elite},
+                          {"recent", recent_ ? ToJson(*recent_) : nlohmann::json()},
+                          {"curve", curve},
+                          {"refiner", refiner_.SaveState()}};
+  dir_->Checkpoint(learner_, std::move(state),
+                   elite_.empty() ? std::nullopt : std::optional(elite_.front()));
+}
+
+void Loop::Restore() {
+  RunDirectory::Resumed resumed = dir_->Resume(learner_);
+  const nlohmann::json& s = resumed.state;
+  step_ = s.at("step");
+  reports_ = s.at("reports");
+  evaluations_ = s.at("evaluations");
+  elapsed_before_ = s.at("elapsed_seconds");
+  warm_started_ = s.at("warm_started");
+  final_rounds_ = s.at("final_rounds");
+  for (const auto& e : s.at("elite")) {
+    elite_.push_back({ParseCandidate(e.at("candidate")), e.at("seconds"), e.at("origin")});
   }
-  try {
-    learner.Load(archive);
-  } catch (const std::exception& error) {
-    throw corrupt(error);
+  if (!s.at("recent").is_null()) {
+    const nlohmann::json& r = s.at("recent");
+    recent_ = RankedCandidate{ParseCandidate(r.at("candidate")), r.at("seconds"), r.at("origin")};
   }
-  return state;
+  for (const auto& c : s.at("curve")) {
+    const double best = c[3];
+    curve_.push_back({c[0], c[1], c[2], best < 0 ? kInfinity : best, c[4]});
+  }
+  refiner_.LoadState(s.at("refiner"));
+  for (const LogRow& row : resumed.rows) {
+    cache_[KeyOf(row.candidate)] = {row.valid, row.seconds, row.reason};
+  }
+}
+
+SearchOutcome Loop::Run() {
+  if (dir_ != nullptr && dir_->resuming()) Restore();
+  start_ = Clock::now();
+  SearchOutcome outcome;
+  auto finish = [&](bool interrupted) {
+    SaveCheckpoint();
+    if (dir_ != nullptr) dir_->EndProgress();
+    outcome.interrupted = interrupted;
+    outcome.steps = step_;
+    outcome.evaluations = evaluations_;
+    outcome.wall_seconds = Elapsed();
+    outcome.curve = curve_;
+    outcome.elite = elite_;
+    outcome.found_valid = !elite_.empty();
+    if (outcome.found_valid) outcome.best = elite_.front();
+    return outcome;
+  };
+  if (!warm_started_) {
+    WarmStart();
+    SaveCheckpoint();
+    if (StopRequested()) return finish(true);
+  }
+  // The policy's share of the wall time; the rest is the final refinement's.
+  const double policy_deadline =
+      o_.use_refinement ? (1 - o_.final_refine_share) * o_.max_wall_seconds : o_.max_wall_seconds;
+  while (o_.use_policy && step_ < o_.policy_steps && !OutOfEvaluations() &&
+         Elapsed() < policy_deadline) {
+    PolicyStep();
+    if (o_.checkpoint_every > 0 && step_ % o_.checkpoint_every == 0) SaveCheckpoint();
+    if (StopRequested()) return finish(true);
+  }
+  // The final refinement, from the best, in chunks that end at checkpoints.
+  constexpr int kChunk = 10;
+  while (o_.use_refinement && !elite_.empty() && final_rounds_ < o_.final_refine_rounds &&
+         !OutOfEvaluations() && Elapsed() < o_.max_wall_seconds) {
+    const int rounds = std::min(kChunk, o_.final_refine_rounds - final_rounds_);
+    const RankedCandidate from = elite_.front();
+    Refine(from.candidate, from.seconds, rounds, o_.max_wall_seconds);
+    final_rounds_ += rounds;
+    Report("refinement", elite_.front().seconds, {});
+    SaveCheckpoint();
+    if (StopRequested()) return finish(true);
+  }
+  return finish(false);
 }
 
 }  // namespace
 
-void WriteBestPlacement(const std::filesystem::path& dir, const graph::Graph& graph,
-                        const graph::Placement& placement, const std::string& model, double seconds,
-                        const std::string& evaluator) {
-  std::string yaml = fmt::format(
-                         "# best placement found by placer search: {:.3f} ms per step ({})\n"
-                         "model: {}\nstep_time_seconds: {}\n",
-                         seconds * 1e3, evaluator, model, seconds) +
-                     graph::PlacementToYaml(graph, placement);
-  graph::WriteFileAtomically(dir / "best_placement.yaml", yaml);
-  proto::WritePlacementProto(dir / "best_placement.pb", dir / "best_placement.pbtxt", graph,
-                             placement, {model, seconds, evaluator});
+SearchOutcome RunSearch(const SearchProblem& problem, const SearchOptions& options,
+                        RunDirectory* run_dir) {
+  if (problem.evaluator == nullptr) throw std::invalid_argument("the search needs an evaluator");
+  return Loop(problem, options, run_dir).Run();
 }
 
-SearchOutcome RunSearch(const graph::Graph& graph, const graph::Grouping& grouping,
-                        runtime::Evaluator& evaluator, const std::vector<std::string>& devices,
-                        const SearchOptions& o) {
-  const graph::GroupFeatures features = graph::ComputeGroupFeatures(graph, grouping);
-  Reinforce learner(features, static_cast<int>(devices.size()), o.policy, o.reinforce, o.seed);
-  RunState state;
-  state.grouping_name = o.grouping_name;
-  state.grouping_fingerprint = graph::GroupingFingerprint(grouping);
-  state.groups = grouping.num_groups();
-  const bool writes = !o.run_dir.empty();
-  const std::filesystem::path checkpoint = o.run_dir / "checkpoint.pt";
-  const std::filesystem::path csv_path = o.run_dir / "search.csv";
-  if (writes) {
-    std::error_code error;
-    std::filesystem::create_directories(o.run_dir, error);
-    if (error) {
-      throw std::runtime_error(fmt::format("cannot create the output directory {}: {}",
-                                           o.run_dir.string(), error.message()));
-    }
-    if (o.resume) {
-      if (!std::filesystem::exists(checkpoint)) {
-        throw std::runtime_error(
-            fmt::format("{}: no checkpoint to resume from", checkpoint.string()));
-      }
-      state = LoadCheckpoint(checkpoint, learner, graph, grouping, o.grouping_name);
-      // From now on the checkpoint records this run's grouping (the same groups; a legacy
-      // checkpoint gains the record).
-      state.grouping_name = o.grouping_name;
-      state.grouping_fingerprint = graph::GroupingFingerprint(grouping);
-      state.groups = grouping.num_groups();
-      // Rows logged after the checkpoint belong to steps that will be run again.
-      if (std::filesystem::exists(csv_path)) {
-        std::filesystem::resize_file(csv_path, static_cast<uintmax_t>(state.csv_bytes));
-      }
-    } else if (std::filesystem::exists(checkpoint)) {
-      throw std::runtime_error(
-          fmt::format("{} holds a search already: pass --resume to continue it, or choose another "
-                      "output.directory",
-                      o.run_dir.string()));
-    } else {
-      std::filesystem::remove(csv_path);
-    }
-  } else if (o.resume) {
-    throw std::runtime_error("--resume needs an output directory");
-  }
-
-  std::ofstream csv;
-  // The CSV is appended row by row; a failed write (full disk) must stop the run, not lose rows.
-  auto check_csv = [&] {
-    csv.flush();
-    if (!csv) {
-      throw std::runtime_error(fmt::format("cannot write {}: {}", csv_path.string(),
-                                           std::strerror(errno != 0 ? errno : EIO)));
-    }
-  };
-  std::unique_ptr<proto::TensorBoardWriter> tensorboard;
-  if (writes) {
-    bool fresh = !std::filesystem::exists(csv_path) || std::filesystem::file_size(csv_path) == 0;
-    csv.open(csv_path, std::ios::app);
-    if (!csv) throw std::runtime_error(fmt::format("cannot write {}", csv_path.string()));
-    if (fresh) {
-      csv << "step,sample,step_seconds,valid,reward,baseline,entropy,cached,reason\n";
-      check_csv();
-    }
-    tensorboard = std::make_unique<proto::TensorBoardWriter>(o.run_dir);
-  }
-
-  const auto start = Clock::now();
-  auto elapsed = [&] {
-    return state.elapsed_seconds + std::chrono::duration<double>(Clock::now() - start).count();
-  };
-  auto checkpoint_now = [&] {
-    if (!writes) return;
-    check_csv();
-    state.csv_bytes = static_cast<int64_t>(std::filesystem::file_size(csv_path));
-    RunState snapshot = state;
-    snapshot.elapsed_seconds = elapsed();
-    SaveCheckpoint(checkpoint, learner, snapshot);
-  };
-
-  auto evaluate = [&](const std::vector<int>& sample, bool& was_cached) {
-    const std::string key = KeyOf(sample);
-    auto hit = o.cache ? state.cache.find(key) : state.cache.end();
-    Verdict v;
-    if (hit != state.cache.end()) {
-      v = hit->second;
-      was_cached = true;
-    } else {
-      v = Judge(evaluator, graph::ToPlacement(graph, grouping, sample, devices));
-      ++state.evaluations;
-      state.cache[key] = v;
-      was_cached = false;
-    }
-    if (v.valid && v.seconds < state.best_seconds) {
-      state.best_seconds = v.seconds;
-      state.best = sample;
-      if (writes) {
-        WriteBestPlacement(o.run_dir, graph, graph::ToPlacement(graph, grouping, sample, devices),
-                           o.model_name, v.seconds, evaluator.name());
-      }
-    }
-    return v;
-  };
-
-  if (!o.resume && state.step == 0 && !o.warm_start.empty()) {
-    const std::vector<int>* best_known = nullptr;
-    double best_known_seconds = kInfinity;
-    for (size_t k = 0; k < o.warm_start.size(); ++k) {
-      bool was_cached = false;
-      Verdict v = evaluate(o.warm_start[k], was_cached);
-      if (v.valid && v.seconds < best_known_seconds) {
-        best_known_seconds = v.seconds;
-        best_known = &o.warm_start[k];
-      }
-      if (writes) {
-        csv << fmt::format("-1,{},{:.6f},{},{:.6f},0,0,{},\"warm start{}{}\"\n", k,
-                           v.valid ? v.seconds : 0.0, v.valid ? 1 : 0,
-                           RewardOf(v.valid ? v.seconds : o.failing_step_seconds),
-                           was_cached ? 1 : 0, v.valid ? "" : ": ", v.reason);
-      }
-    }
-    if (best_known != nullptr) {
-      learner.Imitate(*best_known, o.warm_start_probability, o.warm_start_max_steps);
-    }
-  }
-
-  SearchOutcome outcome;
-  while (state.step < o.policy_steps && state.evaluations < o.max_evaluations &&
-         elapsed() < o.max_wall_seconds) {
-    std::vector<std::vector<int>> samples = learner.Sample();
-    std::vector<double> rewards;
-    std::vector<Verdict> verdicts;
-    std::vector<bool> cached;
-    double mean_seconds = 0;
-    for (const std::vector<int>& sample : samples) {
-      bool was_cached = false;
-      Verdict v = evaluate(sample, was_cached);
-      cached.push_back(was_cached);
-      double seconds = v.valid ? v.seconds : o.failing_step_seconds;
-      rewards.push_back(RewardOf(seconds));
-      mean_seconds += seconds / static_cast<double>(samples.size());
-      verdicts.push_back(std::move(v));
-    }
-    const double baseline_before = learner.baseline();
-    UpdateStats stats = learner.Update(rewards);
-    if (writes) {
-      for (size_t k = 0; k < samples.size(); ++k) {
-        std::string reason = verdicts[k].reason;
-        std::replace(reason.begin(), reason.end(), '"', '\'');
-        csv << fmt::format("{},{},{:.6f},{},{:.6f},{:.6f},{:.5f},{},\"{}\"\n", state.step, k,
-                           verdicts[k].valid ? verdicts[k].seconds : 0.0, verdicts[k].valid ? 1 : 0,
-                           rewards[k], baseline_before, stats.mean_entropy, cached[k] ? 1 : 0,
-                           reason);
-      }
-      check_csv();
-      tensorboard->AddScalar("reward/mean", state.step, -std::sqrt(mean_seconds));
-      tensorboard->AddScalar("step_time_ms/mean", state.step, mean_seconds * 1e3);
-      if (std::isfinite(state.best_seconds)) {
-        tensorboard->AddScalar("step_time_ms/best", state.step, state.best_seconds * 1e3);
-      }
-      tensorboard->AddScalar("policy/entropy", state.step, stats.mean_entropy);
-      tensorboard->AddScalar("policy/baseline", state.step, stats.baseline);
-    }
-    ++state.step;
-    state.curve.push_back(
-        {state.step, state.evaluations, elapsed(), state.best_seconds, mean_seconds});
-    if (o.progress) {
-      double per_step = elapsed() / std::max(1, state.step);
-      double eta =
-          std::min({per_step * (o.policy_steps - state.step), o.max_wall_seconds - elapsed()});
-      std::fprintf(stderr,
-                   "%s[search] step %d/%d  evals %d/%d  best %s  mean %s  elapsed %s  ETA %s%s",
-                   isatty(STDERR_FILENO) ? "\r\033[K" : "", state.step, o.policy_steps,
-                   state.evaluations, o.max_evaluations, Ms(state.best_seconds).c_str(),
-                   Ms(mean_seconds).c_str(), Duration(elapsed()).c_str(),
-                   Duration(std::max(0.0, eta)).c_str(), isatty(STDERR_FILENO) ? "" : "\n");
-      std::fflush(stderr);
-    }
-    if (o.checkpoint_every > 0 && state.step % o.checkpoint_every == 0) checkpoint_now();
-    if (o.stop_requested != nullptr && o.stop_requested->load()) {
-      outcome.interrupted = true;
-      break;
-    }
-  }
-  if (o.progress && isatty(STDERR_FILENO)) std::fprintf(stderr, "\n");
-  checkpoint_now();
-
-  outcome.steps = state.step;
-  outcome.evaluations = state.evaluations;
-  outcome.wall_seconds = elapsed();
-  outcome.curve = state.curve;
-  std::vector<std::pair<double, std::string>> ranked;
-  for (const auto& [key, verdict] : state.cache) {
-    if (verdict.valid) ranked.emplace_back(verdict.seconds, key);
-  }
-  std::sort(ranked.begin(), ranked.end());
-  for (size_t i = 0; i < std::min<size_t>(3, ranked.size()); ++i) {
-    outcome.top_candidates.emplace_back(ranked[i].second.begin(), ranked[i].second.end());
-  }
-  outcome.found_valid = std::isfinite(state.best_seconds);
-  if (outcome.found_valid) {
-    outcome.best_group_devices = state.best;
-    outcome.best = graph::ToPlacement(graph, grouping, state.best, devices);
-    outcome.best_seconds = state.best_seconds;
-  }
-  return outcome;
-}
-
-SearchOutcome RandomSearch(const graph::Graph& graph, const graph::Grouping& grouping,
-                           runtime::Evaluator& evaluator, const std::vector<std::string>& devices,
-                           int evaluations, uint64_t seed) {
+SearchOutcome RandomSearch(const CandidateEvaluator& evaluator, int evaluations, uint64_t seed,
+                           int batch_size) {
+  const ActionSpace& space = evaluator.space();
   std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int> pick(0, static_cast<int>(devices.size()) - 1);
-  const double space = std::pow(static_cast<double>(devices.size()), grouping.num_groups());
-  const int budget = static_cast<int>(std::min<double>(evaluations, space));
-  std::map<std::string, bool> seen;
+  std::vector<std::vector<int>> allowed(space.replica_counts().size());
+  for (size_t r = 0; r < allowed.size(); ++r) {
+    for (int o = 0; o < space.num_options(); ++o) {
+      if (space.Allowed(o, space.replica_counts()[r])) allowed[r].push_back(o);
+    }
+  }
+  // The number of distinct candidates, as long as it is small enough to matter.
+  double space_size = 0;
+  for (const auto& options : allowed) {
+    space_size += std::pow(static_cast<double>(options.size()), evaluator.num_groups());
+  }
+  const int budget = static_cast<int>(std::min<double>(evaluations, space_size));
+  std::set<std::string> seen;
   SearchOutcome outcome;
-  outcome.best_seconds = kInfinity;
+  outcome.best.seconds = kInfinity;
   const auto start = Clock::now();
   while (outcome.evaluations < budget) {
-    std::vector<int> sample(static_cast<size_t>(grouping.num_groups()));
-    for (int& device : sample) device = pick(rng);
-    if (!seen.emplace(KeyOf(sample), true).second) continue;
-    Verdict v = Judge(evaluator, graph::ToPlacement(graph, grouping, sample, devices));
-    ++outcome.evaluations;
-    if (v.valid && v.seconds < outcome.best_seconds) {
-      outcome.best_seconds = v.seconds;
-      outcome.best_group_devices = sample;
+    std::vector<Candidate> batch;
+    while (static_cast<int>(batch.size()) < std::min(batch_size, budget - outcome.evaluations)) {
+      const size_t r = std::uniform_int_distribution<size_t>(0, allowed.size() - 1)(rng);
+      Candidate c{space.replica_counts()[r],
+                  std::vector<int>(static_cast<size_t>(evaluator.num_groups()))};
+      for (int& o : c.options) {
+        o = allowed[r][std::uniform_int_distribution<size_t>(0, allowed[r].size() - 1)(rng)];
+      }
+      if (seen.insert(KeyOf(c)).second) batch.push_back(std::move(c));
     }
-    outcome.curve.push_back({outcome.evaluations, outcome.evaluations,
-                             std::chrono::duration<double>(Clock::now() - start).count(),
-                             outcome.best_seconds, v.valid ? v.seconds : 0.0});
+    const std::vector<runtime::EvaluationResult> results = evaluator.Evaluate(batch);
+    for (size_t k = 0; k < batch.size(); ++k) {
+      ++outcome.evaluations;
+      if (results[k].valid && results[k].step_seconds < outcome.best.seconds) {
+        outcome.best = {batch[k], results[k].step_seconds, "random"};
+      }
+      outcome.curve.push_back({outcome.evaluations, outcome.evaluations,
+                               std::chrono::duration<double>(Clock::now() - start).count(),
+                               outcome.best.seconds,
+                               results[k].valid ? results[k].step_seconds : 0});
+    }
   }
-  outcome.found_valid = std::isfinite(outcome.best_seconds);
-  if (outcome.found_valid) {
-    outcome.best = graph::ToPlacement(graph, grouping, outcome.best_group_devices, devices);
-  }
+  outcome.found_valid = std::isfinite(outcome.best.seconds);
+  if (outcome.found_valid) outcome.elite = {outcome.best};
   outcome.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return outcome;
 }

@@ -1,43 +1,57 @@
-// The placement search: the policy proposes, the Evaluator judges, REINFORCE learns; budgets,
-// a cache of evaluated placements, checkpoints, resume, and the run directory's outputs.
+// The placement search: start from everything known, then learn and refine.
+//
+//   1. Warm starts (every baseline's placement, as candidates) are judged first, in one batch.
+//   2. The policy imitates them (weighted by how fast they are), then gets a fresh optimizer.
+//   3. Policy steps: K candidates sampled against the incumbent (the best so far), judged in one
+//      batch (duplicates and candidates judged before cost nothing), one PPO update. Every few
+//      steps the policy imitates its own elite (the fastest distinct candidates so far:
+//      self-imitation, Post's cross-entropy step), and a short refinement (refiner.h) starts from
+//      the best candidate the policy sampled in those steps.
+//   4. A final refinement from the best candidate, with the rest of the budget.
+// The loop only decides; files (log, checkpoints, best placement, TensorBoard, progress) are the
+// RunDirectory's (run_directory.h). Budgets: policy steps, distinct evaluations, wall time.
 #pragma once
 
 #include <atomic>
-#include <filesystem>
+#include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "graph/grouping.h"
-#include "graph/ir.h"
+#include "placer/action_space.h"
+#include "placer/candidate_evaluator.h"
+#include "placer/learner.h"
 #include "placer/policy.h"
-#include "placer/reinforce.h"
-#include "runtime/evaluator.h"
+#include "placer/refiner.h"
 
 namespace placer::search {
 
+class RunDirectory;
+
 struct SearchOptions {
-  int policy_steps = 50;
-  int max_evaluations = 200;      // distinct placements evaluated (cache hits are free)
-  double max_wall_seconds = 600;  // across resumes
+  int policy_steps = 1000;       // most policy updates
+  int max_evaluations = 100000;  // distinct candidates judged (cache hits are free)
+  double max_wall_seconds = 60;  // across resumes
   uint64_t seed = 1;
-  int checkpoint_every = 10;          // policy steps
-  double failing_step_seconds = 100;  // an invalid placement is rewarded as a step this slow
-  bool cache = true;                  // never evaluate the same placement twice
+  double failing_step_seconds = 100;  // an invalid candidate is rewarded as a step this slow
+  // What searches: the policy (PPO, self-imitation), refinement, or both (the default). With the
+  // policy off, refinement starts from the best warm start and has the whole budget.
+  bool use_policy = true;
+  bool use_refinement = true;
+  int refine_every = 5;             // policy steps between refinement slices
+  int refine_rounds = 10;           // rounds of a slice
+  double final_refine_share = 0.3;  // of max_wall_seconds (and of policy_steps' worth of rounds)
+  int final_refine_rounds = 1000;   // most rounds of the final refinement
+  int self_imitation_every = 5;     // policy steps between self-imitation passes; 0: never
+  int elite_size = 8;               // the fastest distinct candidates kept
+  ImitationOptions warm_start_imitation;  // of the warm starts, before the first step
+  ImitationOptions self_imitation = {
+      .target_probability = 0.6, .max_steps = 10, .own_decoding_samples = 1};
   PolicyOptions policy;
-  ReinforceOptions reinforce;
-  // Known placements (device per group), e.g. single device and data parallel. A fresh search
-  // evaluates them first (logged as step -1) and warms the policy up on the best valid one, so
-  // that it starts from the best known placement and improves on it.
-  std::vector<std::vector<int>> warm_start;
-  double warm_start_probability = 0.8;  // per group, after the warm-up
-  int warm_start_max_steps = 200;
-  std::filesystem::path run_dir;  // outputs and checkpoint; empty: write nothing
-  bool resume = false;            // continue from run_dir/checkpoint.pt
-  std::string model_name;
-  // How the groups were made (e.g. "coarsen, max_groups 256"), for the checkpoint and its
-  // messages: a checkpoint remembers its grouping, and a resume under another one is refused.
-  std::string grouping_name;
-  bool progress = false;                              // a live progress line on stderr
+  LearnerOptions learner;
+  RefinerOptions refiner;
+  int checkpoint_every = 10;                          // policy steps
   const std::atomic<bool>* stop_requested = nullptr;  // set by SIGINT/SIGTERM: checkpoint, stop
 };
 
@@ -55,31 +69,27 @@ struct SearchOutcome {
   int evaluations = 0;
   double wall_seconds = 0;
   bool found_valid = false;
-  std::vector<int> best_group_devices;
-  graph::Placement best;
-  double best_seconds = 0;
+  RankedCandidate best;
   std::vector<CurvePoint> curve;
-  // The best few distinct valid placements (device per group), fastest first: a measured search
-  // picks its best from single noisy measurements, so the caller re-measures these side by side
-  // before declaring a winner.
-  std::vector<std::vector<int>> top_candidates;
+  // The fastest distinct valid candidates, fastest first (best included): the verifier re-measures
+  // them side by side, since a measured search ranks them by single noisy measurements.
+  std::vector<RankedCandidate> elite;
 };
 
-// best_placement.yaml, .pb and .pbtxt in `dir`, each written atomically.
-void WriteBestPlacement(const std::filesystem::path& dir, const graph::Graph& graph,
-                        const graph::Placement& placement, const std::string& model, double seconds,
-                        const std::string& evaluator);
+// Everything the search needs to know about the problem.
+struct SearchProblem {
+  const CandidateEvaluator* evaluator = nullptr;
+  graph::GroupFeatures features;
+  std::vector<NamedCandidate> warm_starts;
+};
 
-// Outputs in run_dir: search.csv (one row per sample), best_placement.yaml/.pb/.pbtxt,
-// events.out.tfevents.* (TensorBoard), checkpoint.pt. All files but the append-only logs are
-// written atomically.
-SearchOutcome RunSearch(const graph::Graph& graph, const graph::Grouping& grouping,
-                        runtime::Evaluator& evaluator, const std::vector<std::string>& devices,
-                        const SearchOptions& options);
+// `run_dir`: where outputs and checkpoints go (nullptr: nowhere, nothing to resume).
+SearchOutcome RunSearch(const SearchProblem& problem, const SearchOptions& options,
+                        RunDirectory* run_dir);
 
-// Uniform random placements of the groups, `evaluations` distinct ones (or all there are).
-SearchOutcome RandomSearch(const graph::Graph& graph, const graph::Grouping& grouping,
-                           runtime::Evaluator& evaluator, const std::vector<std::string>& devices,
-                           int evaluations, uint64_t seed);
+// Uniform random candidates (uniform replica count, then a uniform allowed option per group),
+// `evaluations` distinct ones, judged in batches of `batch`.
+SearchOutcome RandomSearch(const CandidateEvaluator& evaluator, int evaluations, uint64_t seed,
+                           int batch = 64);
 
 }  // namespace placer::search

@@ -27,6 +27,7 @@ void WritePlacementProto(const std::filesystem::path& binary, const std::filesys
   message.set_model(info.model);
   message.set_step_seconds(info.step_seconds);
   message.set_evaluator(info.evaluator);
+  if (info.replicas > 1) message.set_replicas(info.replicas);
   for (const std::string& device : placement.devices) message.add_devices(device);
   for (graph::OpId id : graph.TopologicalOrder()) {
     if (graph.op(id).phase != graph::Phase::kForward) continue;
@@ -59,10 +60,7 @@ struct FirstTextFormatError : google::protobuf::io::ErrorCollector {
   }
 };
 
-}  // namespace
-
-graph::Placement ReadPlacementProto(const std::filesystem::path& file, const graph::Graph& graph,
-                                    const std::vector<std::string>& devices) {
+placer::proto::Placement ParsePlacement(const std::filesystem::path& file) {
   std::ifstream in(file, std::ios::binary);
   if (!in) {
     throw graph::PlacementError(
@@ -88,6 +86,23 @@ graph::Placement ReadPlacementProto(const std::filesystem::path& file, const gra
     throw graph::PlacementError(
         fmt::format("{}: not a placement protobuf (truncated or corrupt)", file.string()));
   }
+  return message;
+}
+
+}  // namespace
+
+int ReadPlacementProtoReplicas(const std::filesystem::path& file) {
+  const int replicas = ParsePlacement(file).replicas();
+  if (replicas < 0) {
+    throw graph::PlacementError(
+        fmt::format("{}: replicas: {} is not a replica count", file.string(), replicas));
+  }
+  return std::max(1, replicas);
+}
+
+graph::Placement ReadPlacementProto(const std::filesystem::path& file, const graph::Graph& graph,
+                                    const std::vector<std::string>& devices) {
+  const placer::proto::Placement message = ParsePlacement(file);
   graph::Placement placement{devices, std::vector<int>(static_cast<size_t>(graph.num_ops()), -1)};
   for (const OpPlacement& op : message.ops()) {
     auto id = graph.FindOp(op.op());

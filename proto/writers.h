@@ -17,6 +17,7 @@ struct PlacementInfo {
   std::string model;
   double step_seconds = 0;
   std::string evaluator;  // "measured" or "simulated"
+  int replicas = 1;       // of the model the placement is for
 };
 
 // The placement as protobuf (proto/placement.proto): `binary` in the wire format, `text` in the
@@ -28,6 +29,9 @@ void WritePlacementProto(const std::filesystem::path& binary, const std::filesys
 // file and the unknown op or device, or the ops left unplaced.
 graph::Placement ReadPlacementProto(const std::filesystem::path& file, const graph::Graph& graph,
                                     const std::vector<std::string>& devices);
+// The replica count a placement file records (1 when it records none), so that the caller can
+// build the model it places. Throws graph::PlacementError naming the file when it does not parse.
+int ReadPlacementProtoReplicas(const std::filesystem::path& file);
 
 // CRC32C (Castagnoli) masked as TFRecord framing requires.
 uint32_t MaskedCrc32c(const void* data, size_t size);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,16 @@ class Evaluator {
  public:
   virtual ~Evaluator() = default;
   virtual EvaluationResult Evaluate(const graph::Placement& placement) = 0;
+  // Several placements at once, results in their order. One by one here; an evaluator that can
+  // judge several at the same time (the simulator, on every core) overrides it. A search hands
+  // over all the candidates of a step in one call.
+  virtual std::vector<EvaluationResult> EvaluateBatch(
+      std::span<const graph::Placement> placements) {
+    std::vector<EvaluationResult> results;
+    results.reserve(placements.size());
+    for (const graph::Placement& placement : placements) results.push_back(Evaluate(placement));
+    return results;
+  }
   virtual std::string name() const = 0;
 };
 

@@ -42,8 +42,9 @@ TEST(CliTest, InspectPrintsTheLeNetTable) {
   EXPECT_THAT(r.output, HasSubstr("fc1.weight.update"));
 }
 
-TEST(CliTest, InspectShowsTheReplicasOfTheDefaultConfig) {
-  Result r = RunPlacer("inspect --config " + DefaultConfig());
+TEST(CliTest, InspectShowsTheReplicasOfAReplicatedModel) {
+  Result r = RunPlacer("inspect --config " +
+                       WriteTemp("replicated.yaml", "model:\n  builtin: lenet\n  replicas: 2\n"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   // Two replicas on shards of 128: each replica's update reads both replicas' gradients.
   EXPECT_THAT(r.output, HasSubstr("[128x20x26x26]"));
@@ -56,13 +57,14 @@ TEST(CliTest, SimulatedSearchWritesItsOutputsAndRefusesToOverwriteThem) {
   std::filesystem::remove_all(dir);
   std::string path =
       WriteTemp("search.yaml",
-                "model:\n  builtin: lenet\n  replicas: 2\ndevices: [cpu:0, cpu:1]\n"
-                "search:\n  evaluator: simulated\n  policy_steps: 6\n  checkpoint_every: 2\n"
+                "model:\n  builtin: lenet\ndevices: [cpu:0, cpu:1]\n"
+                "search:\n  evaluator: simulated\n  policy_steps: 6\n  samples_per_step: 16\n"
+                "  refinement_rounds: 20\n  checkpoint_every: 2\n"
                 "output:\n  directory: " +
                     dir.string() + "\n");
   Result r = RunPlacer("search --config " + path);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_THAT(r.output, AllOf(HasSubstr("learned (best of"), HasSubstr("data parallel")));
+  EXPECT_THAT(r.output, AllOf(HasSubstr("learned: "), HasSubstr("data parallel (128/128)")));
   for (const char* file : {"best_placement.yaml", "best_placement.pb", "best_placement.pbtxt",
                            "search.csv", "summary.md", "checkpoint.pt"}) {
     EXPECT_TRUE(std::filesystem::exists(dir / file)) << file;

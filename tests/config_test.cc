@@ -66,12 +66,13 @@ TEST(ConfigTest, DefaultLeNetConfigLoads) {
   EXPECT_LT(config.devices.devices[0].line, config.devices.devices[1].line);
   EXPECT_EQ(config.measurement.warmup_steps, 5);
   EXPECT_EQ(config.measurement.timed_steps, 5);
-  EXPECT_EQ(config.search.policy_steps, 30);
-  EXPECT_EQ(config.search.samples_per_step, 4);
-  EXPECT_EQ(config.search.max_evaluations, 120);
-  EXPECT_DOUBLE_EQ(config.search.max_wall_seconds, 240.0);
+  EXPECT_EQ(config.search.evaluator, "measured");
+  EXPECT_EQ(config.search.replicas, (std::vector<int>{1, 2}));
+  EXPECT_EQ(config.search.samples_per_step, 64);
+  EXPECT_DOUBLE_EQ(config.search.max_wall_seconds, 60.0);
+  EXPECT_EQ(config.search.verify_candidates, 5);
   EXPECT_EQ(config.search.seed, 1u);
-  EXPECT_EQ(config.search.checkpoint_every, 5);
+  EXPECT_EQ(config.search.checkpoint_every, 10);
   // "../runs/lenet" is relative to configs/, not to the working directory.
   EXPECT_EQ(config.output.directory, fs::path(PLACER_SOURCE_DIR) / "runs" / "lenet");
 }
@@ -250,14 +251,21 @@ INSTANTIATE_TEST_SUITE_P(
                 "unknown evaluator 'guess'"},
         BadCase{"OddHiddenSize", kM + "search:\n  hidden_size: 63\n", 4, "search.hidden_size",
                 "must be even"},
-        BadCase{"CacheIsNotABool", kM + "search:\n  cache: maybe\n", 4, "search.cache",
+        BadCase{"PolicyIsNotABool", kM + "search:\n  policy: maybe\n", 4, "search.policy",
                 "expected true or false"},
+        BadCase{"NeitherPolicyNorRefinement",
+                kM + "search:\n  policy: false\n  refinement: false\n", 4, "search.policy",
+                "the search needs the policy or refinement (or both)"},
+        BadCase{"ReplicasNotAList", kM + "search:\n  replicas: 4\n", 4, "search.replicas",
+                "expected a non-empty list of replica counts"},
+        BadCase{"ZeroReplicas", kM + "search:\n  replicas: [1, 0]\n", 4, "search.replicas[1]",
+                "must be in [1, 4096], got 0"},
         BadCase{"UnknownGrouping", kM + "search:\n  grouping: learned\n", 4, "search.grouping",
                 "unknown grouping 'learned'; expected 'op', 'colocate' or 'coarsen'"},
         BadCase{"ZeroMaxGroups", kM + "search:\n  max_groups: 0\n", 4, "search.max_groups",
                 "must be >= 1, got 0"},
-        BadCase{"BaselineDecayOfOne", kM + "search:\n  baseline_decay: 1\n", 4,
-                "search.baseline_decay", "must be in [0, 1)"},
+        BadCase{"ZeroPpoEpochs", kM + "search:\n  ppo_epochs: 0\n", 4, "search.ppo_epochs",
+                "must be >= 1, got 0"},
         BadCase{"NegativeBatch", kM + "  batch_size: -5\n", 3, "model.batch_size",
                 "must be >= 1, got -5"},
         BadCase{"ZeroLearningRate", kM + "  learning_rate: 0\n", 3, "model.learning_rate",

@@ -67,15 +67,17 @@ fs::path TestRoot(const std::string& name) {
   return fs::temp_directory_path() / (name + "." + std::to_string(getpid()));
 }
 
-fs::path WriteConfig(const fs::path& dir, int policy_steps = 150) {
+fs::path WriteConfig(const fs::path& dir, int policy_steps = 30) {
   fs::create_directories(dir);
   fs::path config = dir / "search.yaml";
-  std::ofstream(config) << "model:\n  builtin: lenet\n  replicas: 2\n"
+  // Budgets in steps and rounds, never reached in wall time: the run is deterministic.
+  std::ofstream(config) << "model:\n  builtin: lenet\n"
                            "devices: [cpu:0, cpu:1]\n"
                            "search:\n  evaluator: simulated\n  policy_steps: "
                         << policy_steps
                         << "\n"
-                           "  max_evaluations: 100000\n  checkpoint_every: 3\n"
+                           "  samples_per_step: 16\n  refinement_rounds: 30\n"
+                           "  max_wall_seconds: 3600\n  checkpoint_every: 3\n"
                            "output:\n  directory: run\n";
   return config;
 }

@@ -16,6 +16,8 @@ namespace placer::sim {
 
 struct SimulatedEvaluatorOptions {
   bool record_trace = false;  // fill EvaluationResult::trace (slower: names every event)
+  // Threads of EvaluateBatch; 0: one per core (std::thread::hardware_concurrency).
+  int threads = 0;
 };
 
 class SimulatedEvaluator : public runtime::Evaluator {
@@ -28,6 +30,9 @@ class SimulatedEvaluator : public runtime::Evaluator {
   // final_loss stays 0: nothing is computed. Never throws for a bad placement: running out of
   // memory, devices that differ from the evaluator's or an unplaced op make the result invalid.
   runtime::EvaluationResult Evaluate(const graph::Placement& placement) override;
+  // Simulations of a batch run on `threads` threads at once (the simulator is read-only).
+  std::vector<runtime::EvaluationResult> EvaluateBatch(
+      std::span<const graph::Placement> placements) override;
   std::string name() const override { return "simulated"; }
 
   // No placement on these devices can take less (see LowerBoundResult).

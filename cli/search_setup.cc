@@ -1,0 +1,282 @@
+#include "cli/search_setup.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <chrono>
+#include <ostream>
+#include <set>
+
+#include "cli/commands.h"
+#include "cli/model_factory.h"
+#include "placer/baselines/baselines.h"
+#include "runtime/measured_evaluator.h"
+#include "runtime/profiler.h"
+#include "runtime/sim/simulated_evaluator.h"
+
+namespace placer::cli {
+namespace {
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+search::Candidate Uniform(int groups, int replicas, int option) {
+  return {replicas, std::vector<int>(static_cast<size_t>(groups), option)};
+}
+
+search::Candidate FromGroupDevices(const search::ActionSpace& space,
+                                   const std::vector<int>& group_devices) {
+  search::Candidate candidate{1, {}};
+  for (int device : group_devices) candidate.options.push_back(space.SingleDeviceOption(device));
+  return candidate;
+}
+
+// Every single device, data parallelism over every device, the expert, and every algorithm.
+void AddBaselines(SearchSetup& s, const search::ActionSpace& space) {
+  const int groups = s.grouping.num_groups();
+  const auto devices = static_cast<int>(s.names.size());
+  for (int d = 0; d < devices; ++d) {
+    s.baselines.push_back({"single device " + s.names[static_cast<size_t>(d)],
+                           Uniform(groups, 1, space.SingleDeviceOption(d)), "", 0});
+  }
+  if (devices > 1) {
+    auto dp = std::find_if(s.models.begin(), s.models.end(),
+                           [&](const auto& m) { return m->replicas == devices; });
+    if (dp != s.models.end()) {
+      s.baselines.push_back({fmt::format("data parallel ({})", fmt::join((*dp)->shard_sizes, "/")),
+                             Uniform(groups, devices, space.SpreadOption(devices)), "", 0});
+    } else {
+      s.baselines.push_back(
+          {"data parallel", std::nullopt,
+           fmt::format("{} replicas are not among the replica counts searched ({}{})", devices,
+                       fmt::join(space.replica_counts(), ", "),
+                       s.notes.empty() ? "" : "; " + fmt::format("{}", fmt::join(s.notes, "; "))),
+           0});
+    }
+  }
+  if (const std::filesystem::path expert = ExpertFile(s.config); !expert.empty()) {
+    try {
+      const graph::Placement placement =
+          graph::ReadPlacementYaml(expert, s.base(), s.names, ExpertFacts(s.config));
+      s.baselines.push_back(
+          {"expert (" + expert.filename().string() + ")",
+           FromGroupDevices(space, graph::GroupDevices(s.base(), s.grouping, placement)), "", 0});
+    } catch (const graph::PlacementError& error) {
+      s.baselines.push_back({"expert", std::nullopt, error.what(), 0});
+    }
+  }
+  const baselines::PlacementProblem problem{&s.base(), &s.grouping, s.devices,
+                                            s.costs.front().get()};
+  for (const std::string& name : baselines::BaselineNames()) {
+    try {
+      baselines::BaselineResult result = baselines::RunBaseline(name, problem);
+      s.baselines.push_back({result.algorithm, FromGroupDevices(space, result.group_devices), "",
+                             result.seconds_to_place});
+    } catch (const baselines::BaselineError& error) {
+      s.baselines.push_back({name, std::nullopt, error.what(), 0});
+    }
+  }
+}
+
+// For every R > 1: each one-replica baseline that uses only the first k = D / R devices, and
+// each algorithm run on those k devices, copied onto the others (ActionSpace::ScaleOut): R
+// replicas of a k-device model-parallel placement.
+void AddScaledOut(SearchSetup& s, const search::ActionSpace& space) {
+  const auto devices = static_cast<int>(s.names.size());
+  for (int replicas : space.replica_counts()) {
+    const int k = devices / replicas;
+    if (replicas == 1 || k < 1) continue;
+    auto add = [&](const std::string& name, const search::Candidate& candidate) {
+      if (std::optional<search::Candidate> scaled = space.ScaleOut(candidate, replicas)) {
+        s.scaled_out.push_back({fmt::format("{}, x{} replicas", name, replicas), *scaled});
+      }
+    };
+    for (const Baseline& b : s.baselines) {
+      if (!b.candidate || b.candidate->replicas != 1) continue;
+      const auto& options = b.candidate->options;
+      if (*std::max_element(options.begin(), options.end()) < k) add(b.name, *b.candidate);
+    }
+    if (k < 2) continue;
+    const baselines::PlacementProblem problem{
+        &s.base(), &s.grouping, runtime::DeviceSet(s.devices.begin(), s.devices.begin() + k),
+        s.costs.front().get()};
+    for (const std::string& name : baselines::BaselineNames()) {
+      try {
+        const baselines::BaselineResult result = baselines::RunBaseline(name, problem);
+        add(fmt::format("{} on {} devices", result.algorithm, k),
+            FromGroupDevices(space, result.group_devices));
+      } catch (const baselines::BaselineError&) {
+        // A baseline that cannot place the model on k devices gives no warm start there.
+      }
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<search::NamedCandidate> SearchSetup::WarmStarts() const {
+  std::vector<search::NamedCandidate> warm;
+  std::set<std::string> seen;
+  for (const Baseline& b : baselines) {
+    if (b.candidate && seen.insert(search::KeyOf(*b.candidate)).second) {
+      warm.push_back({b.name, *b.candidate});
+    }
+  }
+  for (const search::NamedCandidate& c : scaled_out) {
+    if (seen.insert(search::KeyOf(c.candidate)).second) warm.push_back(c);
+  }
+  return warm;
+}
+
+graph::GroupingOptions GroupingOptionsFor(const config::Config& config, const graph::Graph& graph,
+                                          const std::vector<std::string>& devices) {
+  std::optional<graph::GroupingMethod> method = graph::ParseGroupingMethod(config.search.grouping);
+  if (!method) {  // the config loader accepts only known names
+    throw InputError(fmt::format("unknown search.grouping '{}'", config.search.grouping));
+  }
+  graph::GroupingOptions options{*method, config.search.max_groups, {}};
+  // Coarsening keeps the shipped expert placement expressible over the groups (the search starts
+  // from it), by merging only ops the expert puts on one device while that is enough. A file that
+  // does not fit this model is reported where the expert's row is made.
+  if (const std::filesystem::path expert = ExpertFile(config);
+      !expert.empty() && *method == graph::GroupingMethod::kCoarsen) {
+    try {
+      options.keep_apart =
+          graph::ReadPlacementYaml(expert, graph, devices, ExpertFacts(config)).device_of_op;
+    } catch (const graph::PlacementError&) {
+    }
+  }
+  return options;
+}
+
+std::string GroupingName(const config::Config& config) {
+  return config.search.grouping == "coarsen"
+             ? fmt::format("coarsen, max_groups {}", config.search.max_groups)
+             : config.search.grouping;
+}
+
+std::string DescribeSetup(const SearchSetup& s) {
+  std::vector<std::string> counts, ops;
+  for (const auto& m : s.models) {
+    counts.push_back(std::to_string(m->replicas));
+    ops.push_back(std::to_string(m->graph.num_ops()));
+  }
+  return fmt::format("models of {} replicas ({} ops), {} warm starts, set-up {:.1f} s",
+                     fmt::join(counts, "/"), fmt::join(ops, "/"), s.WarmStarts().size(),
+                     s.setup_seconds);
+}
+
+std::string DescribeReplicas(const search::ReplicatedModel& model) {
+  return model.replicas == 1
+             ? "1 replica"
+             : fmt::format("{} replicas ({})", model.replicas, fmt::join(model.shard_sizes, "/"));
+}
+
+std::unique_ptr<SearchSetup> BuildSearchSetup(const config::Config& config, std::ostream& log) {
+  const auto start = std::chrono::steady_clock::now();
+  auto s = std::make_unique<SearchSetup>();
+  s->config = config;
+  s->devices = runtime::ResolveDevices(config);
+  s->names = runtime::DeviceNames(s->devices);
+  const auto devices = static_cast<int>(s->names.size());
+
+  graph::Graph base = BuildSingleModel(config);
+  s->grouping = graph::MakeGrouping(base, GroupingOptionsFor(config, base, s->names));
+  s->grouping_name = GroupingName(config);
+  s->features = graph::ComputeGroupFeatures(base, s->grouping);
+  std::vector<int> wanted =
+      config.search.replicas.empty()
+          ? search::ActionSpace::DefaultReplicaCounts(devices, config.model.batch_size)
+          : config.search.replicas;
+  for (int r : wanted) {
+    if (r > devices || r > config.model.batch_size) {
+      throw InputError(fmt::format(
+          "{}: search.replicas: {} replicas need at most as many devices ({}) and rows of the "
+          "batch ({})",
+          config.source.string(), r, devices, config.model.batch_size));
+    }
+  }
+  s->models = search::BuildReplicatedModels(std::move(base), s->grouping, ForwardBuilderFor(config),
+                                            config.model.batch_size, config.model.learning_rate,
+                                            wanted, &s->notes);
+  std::vector<int> counts;
+  for (const auto& m : s->models) counts.push_back(m->replicas);
+  const search::ActionSpace space(devices, counts);
+
+  const bool measured = config.search.evaluator == "measured";
+  if (measured) {
+    // The search learns on a simulator of these very devices: each op of each model timed here.
+    for (const auto& m : s->models) {
+      const auto profiling = std::chrono::steady_clock::now();
+      log << fmt::format("profiling the training step with {} on {} for the search's simulator",
+                         DescribeReplicas(*m), fmt::join(s->names, ", "))
+          << std::flush;
+      s->costs.push_back(std::make_unique<sim::ProfiledCostModel>(
+          runtime::ProfileDevices(m->graph, s->devices,
+                                  {.warmup_steps = std::min(3, config.measurement.warmup_steps),
+                                   .timed_steps = std::max(5, config.measurement.timed_steps),
+                                   .seed = config.model.init_seed,
+                                   .model_name = config.model.name()})));
+      log << fmt::format(": {:.1f} s\n", SecondsSince(profiling));
+    }
+  } else {
+    s->costs.push_back(CostModelFor(config));
+  }
+  std::vector<const search::ReplicatedModel*> models;
+  std::vector<runtime::Evaluator*> simulators, measurers;
+  for (size_t i = 0; i < s->models.size(); ++i) {
+    const search::ReplicatedModel& m = *s->models[i];
+    auto simulator =
+        std::make_unique<sim::SimulatedEvaluator>(m.graph, s->devices, *s->costs[measured ? i : 0]);
+    s->lower_bound_seconds =
+        i == 0 ? simulator->lower_bound().seconds
+               : std::min(s->lower_bound_seconds, simulator->lower_bound().seconds);
+    s->simulators.push_back(std::move(simulator));
+    simulators.push_back(s->simulators.back().get());
+    models.push_back(&m);
+    if (measured) {
+      s->measurers.push_back(std::make_unique<runtime::MeasuredEvaluator>(
+          m.graph, s->devices, MeasurementOptionsFor(config)));
+      measurers.push_back(s->measurers.back().get());
+    }
+  }
+  s->simulated = std::make_unique<search::CandidateEvaluator>(space, models, simulators, s->names);
+  if (measured) {
+    s->measured = std::make_unique<search::CandidateEvaluator>(space, models, measurers, s->names);
+  }
+  AddBaselines(*s, space);
+  AddScaledOut(*s, space);
+  s->setup_seconds = SecondsSince(start);
+  return s;
+}
+
+search::SearchOptions SearchOptionsFor(const SearchSetup& setup) {
+  const config::SearchConfig& c = setup.config.search;
+  search::SearchOptions o;
+  o.policy_steps = c.policy_steps;
+  o.max_evaluations = c.max_evaluations;
+  o.max_wall_seconds = std::max(c.max_wall_seconds - setup.setup_seconds, 0.1 * c.max_wall_seconds);
+  o.seed = c.seed;
+  o.failing_step_seconds = c.failing_step_seconds;
+  o.use_policy = c.policy;
+  o.use_refinement = c.refinement;
+  o.final_refine_rounds = c.refinement_rounds;
+  o.checkpoint_every = c.checkpoint_every;
+  o.policy.hidden_size = c.hidden_size;
+  o.policy.temperature = c.temperature;
+  o.policy.tanh_clip = c.tanh_clip;
+  o.learner.learning_rate = c.learning_rate;
+  o.learner.entropy_weight = c.entropy_weight;
+  o.learner.samples_per_step = c.samples_per_step;
+  o.learner.epochs = c.ppo_epochs;
+  return o;
+}
+
+search::RunIdentity RunIdentityFor(const SearchSetup& s) {
+  return {s.config.model.name(),   s.grouping_name, graph::GroupingFingerprint(s.grouping),
+          s.grouping.num_groups(), s.names,         s.simulated->space().replica_counts()};
+}
+
+}  // namespace placer::cli

@@ -1,0 +1,84 @@
+// What `placer search` and `placer compare` build from a config before searching: the model at
+// every replica count of the action space, its groups, the simulators the search learns on (a
+// profile of these devices when the config's evaluator is measured), the measured evaluators
+// that verify, and every baseline as a candidate (the warm starts and compare's rows).
+#pragma once
+
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "graph/grouping.h"
+#include "placer/action_space.h"
+#include "placer/candidate_evaluator.h"
+#include "placer/run_directory.h"
+#include "placer/search.h"
+#include "runtime/device.h"
+#include "runtime/evaluator.h"
+#include "runtime/sim/cost_model.h"
+
+namespace placer::cli {
+
+// A placement some method proposes, as a candidate of the search's action space, or the reason
+// it has none.
+struct Baseline {
+  std::string name;
+  std::optional<search::Candidate> candidate;
+  std::string error;
+  double seconds_to_produce = 0;
+};
+
+struct SearchSetup {
+  config::Config config;
+  runtime::DeviceSet devices;
+  std::vector<std::string> names;
+  graph::Grouping grouping;
+  std::string grouping_name;  // "coarsen, max_groups 256"
+  graph::GroupFeatures features;
+  std::vector<std::unique_ptr<search::ReplicatedModel>> models;  // per replica count; [0]: R = 1
+  std::vector<std::unique_ptr<sim::CostModel>> costs;            // the simulators' (per model)
+  std::vector<std::unique_ptr<runtime::Evaluator>> simulators, measurers;
+  std::unique_ptr<search::CandidateEvaluator> simulated;  // what the search learns on
+  std::unique_ptr<search::CandidateEvaluator> measured;   // null unless search.evaluator: measured
+  std::vector<Baseline> baselines;
+  // Warm starts derived from the baselines: model parallelism inside each replica, data
+  // parallelism between replicas (a baseline on the first D / R devices, copied R times).
+  std::vector<search::NamedCandidate> scaled_out;
+  double lower_bound_seconds = 0;  // over every replica count (simulated costs)
+  std::vector<std::string> notes;  // replica counts left out, and why
+  double setup_seconds = 0;        // building, profiling and the baselines
+
+  const graph::Graph& base() const { return models.front()->graph; }
+  // The evaluator the config names: measured when it says so, simulated otherwise.
+  const search::CandidateEvaluator& judge() const { return measured ? *measured : *simulated; }
+  // The valid baselines and the scaled-out ones, one per distinct candidate.
+  std::vector<search::NamedCandidate> WarmStarts() const;
+};
+
+// "models of 1/2/4 replicas (2,736/5,580/11,268 ops), 31 warm starts, set-up 2.1 s".
+std::string DescribeSetup(const SearchSetup& setup);
+
+// Builds everything, reporting what takes time on `log`. Throws ConfigError, GraphError or
+// InputError for bad input.
+std::unique_ptr<SearchSetup> BuildSearchSetup(const config::Config& config, std::ostream& log);
+
+// The groups the policy places, as search.grouping and search.max_groups say, and their name in
+// messages and checkpoints ("coarsen, max_groups 256"). With a shipped expert placement for the
+// model (read over `devices`), coarsening keeps its device classes apart while it can.
+graph::GroupingOptions GroupingOptionsFor(const config::Config& config, const graph::Graph& graph,
+                                          const std::vector<std::string>& devices);
+std::string GroupingName(const config::Config& config);
+
+// The search's options from the config (budgets, policy, learner, what searches). Its wall budget
+// is what search.max_wall_seconds leaves after the set-up, which planning includes (a tenth of
+// it at least).
+search::SearchOptions SearchOptionsFor(const SearchSetup& setup);
+search::RunIdentity RunIdentityFor(const SearchSetup& setup);
+
+// "2 replicas (128/128)" or "1 replica".
+std::string DescribeReplicas(const search::ReplicatedModel& model);
+
+}  // namespace placer::cli

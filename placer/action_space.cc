@@ -1,0 +1,221 @@
+#include "placer/action_space.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+
+namespace placer::search {
+
+ActionSpace::ActionSpace(int num_devices, std::vector<int> replica_counts)
+    : num_devices_(num_devices) {
+  if (num_devices < 1) throw std::invalid_argument("the action space needs at least one device");
+  replica_counts.push_back(1);
+  std::sort(replica_counts.begin(), replica_counts.end());
+  replica_counts.erase(std::unique(replica_counts.begin(), replica_counts.end()),
+                       replica_counts.end());
+  for (int r : replica_counts) {
+    if (r < 1 || r > num_devices) {
+      throw std::invalid_argument(fmt::format(
+          "replica count {} is out of range: between 1 and the {} devices", r, num_devices));
+    }
+  }
+  replica_counts_ = std::move(replica_counts);
+  // Widths are the replica counts: a width must divide some R to be usable at all.
+  for (int width : replica_counts_) {
+    const int stride = num_devices / width;
+    for (int first = 0; first + (width - 1) * stride < num_devices; ++first) {
+      options_.push_back({width, first, stride});
+    }
+  }
+  if (options_.size() > 255) {
+    throw std::invalid_argument(
+        fmt::format("{} devices give {} options per group; at most 255 are supported", num_devices,
+                    options_.size()));
+  }
+}
+
+std::vector<int> ActionSpace::DefaultReplicaCounts(int num_devices, int64_t max_replicas) {
+  std::vector<int> counts;
+  for (int r = 1; r <= num_devices && r <= max_replicas; r *= 2) counts.push_back(r);
+  if (num_devices <= max_replicas && counts.back() != num_devices) counts.push_back(num_devices);
+  return counts;
+}
+
+int ActionSpace::DeviceOf(int option, int replica, int replicas) const {
+  const ParallelOption& o = options_[static_cast<size_t>(option)];
+  const int block = static_cast<int>(static_cast<int64_t>(replica) * o.width / replicas);
+  return o.first_device + block * o.stride;
+}
+
+int ActionSpace::SingleDeviceOption(int device) const {
+  if (device < 0 || device >= num_devices_) {
+    throw std::invalid_argument(fmt::format("device index {} out of range", device));
+  }
+  return device;  // width 1 comes first, one option per device in order
+}
+
+int ActionSpace::SpreadOption(int replicas) const {
+  int best = 0;
+  for (int i = 0; i < num_options(); ++i) {
+    const ParallelOption& o = options_[static_cast<size_t>(i)];
+    if (Allowed(i, replicas) && o.first_device == 0 &&
+        o.width > options_[static_cast<size_t>(best)].width) {
+      best = i;
+    }
+  }
+  return best;
+}
+
+int ActionSpace::Nearest(int option, int replicas) const {
+  if (Allowed(option, replicas)) return option;
+  const ParallelOption& want = options_[static_cast<size_t>(option)];
+  int best = want.first_device;  // the single device always fits
+  for (int i = 0; i < num_options(); ++i) {
+    const ParallelOption& o = options_[static_cast<size_t>(i)];
+    if (Allowed(i, replicas) && o.first_device == want.first_device && o.width <= want.width &&
+        o.width > options_[static_cast<size_t>(best)].width) {
+      best = i;
+    }
+  }
+  return best;
+}
+
+std::optional<Candidate> ActionSpace::ScaleOut(const Candidate& candidate, int replicas) const {
+  if (replicas % candidate.replicas != 0 ||
+      std::find(replica_counts_.begin(), replica_counts_.end(), replicas) ==
+          replica_counts_.end()) {
+    return std::nullopt;
+  }
+  const int factor = replicas / candidate.replicas;
+  Candidate scaled{replicas, {}};
+  for (int option : candidate.options) {
+    const ParallelOption& o = options_[static_cast<size_t>(option)];
+    const auto widened =
+        std::find_if(options_.begin(), options_.end(), [&](const ParallelOption& w) {
+          return w.width == o.width * factor && w.first_device == o.first_device;
+        });
+    if (widened == options_.end()) return std::nullopt;
+    const int index = static_cast<int>(widened - options_.begin());
+    if (!Allowed(index, replicas)) return std::nullopt;
+    scaled.options.push_back(index);
+  }
+  return scaled;
+}
+
+int ActionSpace::BestMatch(const std::vector<int>& replica_devices) const {
+  const int replicas = static_cast<int>(replica_devices.size());
+  int best = -1, best_matches = -1;
+  for (int i = 0; i < num_options(); ++i) {
+    if (!Allowed(i, replicas)) continue;
+    int matches = 0;
+    for (int r = 0; r < replicas; ++r) {
+      matches += DeviceOf(i, r, replicas) == replica_devices[static_cast<size_t>(r)];
+    }
+    if (matches > best_matches) {  // options are ordered by width: ties keep the narrower
+      best = i;
+      best_matches = matches;
+    }
+  }
+  return best;
+}
+
+void ActionSpace::Check(const Candidate& candidate, int groups) const {
+  if (std::find(replica_counts_.begin(), replica_counts_.end(), candidate.replicas) ==
+      replica_counts_.end()) {
+    throw std::invalid_argument(fmt::format("{} replicas: the replica counts searched are {}",
+                                            candidate.replicas, fmt::join(replica_counts_, ", ")));
+  }
+  if (static_cast<int>(candidate.options.size()) != groups) {
+    throw std::invalid_argument(fmt::format("the candidate places {} groups, the model has {}",
+                                            candidate.options.size(), groups));
+  }
+  for (size_t g = 0; g < candidate.options.size(); ++g) {
+    const int option = candidate.options[g];
+    if (option < 0 || option >= num_options()) {
+      throw std::invalid_argument(fmt::format("group {}: option {} does not exist", g, option));
+    }
+    if (!Allowed(option, candidate.replicas)) {
+      throw std::invalid_argument(fmt::format("group {}: an option of width {} with {} replicas", g,
+                                              options_[static_cast<size_t>(option)].width,
+                                              candidate.replicas));
+    }
+  }
+}
+
+std::string ActionSpace::Describe(int option, const std::vector<std::string>& names) const {
+  const ParallelOption& o = options_[static_cast<size_t>(option)];
+  std::vector<std::string> devices;
+  for (int k = 0; k < o.width; ++k) {
+    devices.push_back(names.at(static_cast<size_t>(o.first_device + k * o.stride)));
+  }
+  return fmt::format("{{{}}}", fmt::join(devices, ","));
+}
+
+bool IsHybrid(const Candidate& candidate) {
+  return candidate.replicas > 1 &&
+         std::any_of(candidate.options.begin(), candidate.options.end(),
+                     [&](int o) { return o != candidate.options.front(); });
+}
+
+std::string Summarise(const ActionSpace& space, const Candidate& candidate,
+                      const std::vector<std::string>& device_names) {
+  std::map<int, int> uses;
+  for (int option : candidate.options) ++uses[option];
+  std::vector<std::pair<int, int>> by_count;
+  for (const auto& [option, count] : uses) by_count.emplace_back(count, option);
+  std::sort(by_count.begin(), by_count.end(), std::greater<>());
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < by_count.size(); ++i) {
+    if (i == 6) {
+      parts.push_back(fmt::format("{} more options", by_count.size() - i));
+      break;
+    }
+    parts.push_back(fmt::format("{}{} on {}", by_count[i].first,
+                                i == 0 ? (by_count[i].first == 1 ? " group" : " groups") : "",
+                                space.Describe(by_count[i].second, device_names)));
+  }
+  const std::string kind = candidate.replicas == 1 ? (uses.size() == 1 ? "" : ", model parallel")
+                           : IsHybrid(candidate)   ? " (hybrid)"
+                                                   : " (data parallel)";
+  return fmt::format("{} replica{}{}: {}", candidate.replicas, candidate.replicas == 1 ? "" : "s",
+                     kind, fmt::join(parts, ", "));
+}
+
+std::string KeyOf(const Candidate& candidate) {
+  std::string key = std::to_string(candidate.replicas) + "|";
+  for (int option : candidate.options) key.push_back(static_cast<char>(option));
+  return key;
+}
+
+std::string FormatCandidate(const Candidate& candidate) {
+  return fmt::format("{}:{}", candidate.replicas, fmt::join(candidate.options, ","));
+}
+
+Candidate ParseCandidate(const std::string& text) {
+  auto bad = [&] { return std::invalid_argument(fmt::format("malformed candidate '{}'", text)); };
+  const size_t colon = text.find(':');
+  if (colon == std::string::npos || colon == 0) throw bad();
+  Candidate candidate;
+  try {
+    size_t used = 0;
+    candidate.replicas = std::stoi(text.substr(0, colon), &used);
+    if (used != colon) throw bad();
+    size_t begin = colon + 1;
+    while (begin < text.size()) {
+      size_t end = text.find(',', begin);
+      if (end == std::string::npos) end = text.size();
+      const std::string field = text.substr(begin, end - begin);
+      candidate.options.push_back(std::stoi(field, &used));
+      if (used != field.size()) throw bad();
+      begin = end + 1;
+    }
+  } catch (const std::logic_error&) {  // stoi: invalid_argument, out_of_range
+    throw bad();
+  }
+  return candidate;
+}
+
+}  // namespace placer::search

@@ -1,0 +1,122 @@
+// The search's action space: data, model and hybrid parallelism as one kind of decision.
+//
+// A candidate splits the minibatch into R replicas (R from a short list: 1, 2, 4, ... up to the
+// device count) and gives every group of the model one *option*: the set of devices its R replicas
+// run on. An option has a width w (a divisor of R, itself one of the replica counts) and is the
+// strided device set {first, first + stride, ..., first + (w - 1) stride}, stride = floor(D / w);
+// replica r of the group runs on the device of block floor(r w / R), so replicas 0 .. R/w - 1 share
+// the first device, and so on. Every familiar placement is a point of this space:
+//   - one device:               R = 1, every group on the option {d};
+//   - model parallelism:         R = 1, groups on single-device options;
+//   - data parallelism:          R = D, every group on the option of width D;
+//   - hybrids:                   R = 4, convolutions on the width-4 option, the classifier on {0}
+//                                ("data-parallel convolutions, model-parallel classifier");
+//                                R = 2 with stages on width-2 options {0, 4} and {1, 5} (two
+//                                pipelines of two stages each), ...
+// The batch is split evenly over the R replicas (graph::BuildDataParallel), the gradients of a
+// parameter's replicas are all-reduced (a bucketed ring, as DDP), so every candidate is a real
+// placement of the R-replica training step that the executor runs and the simulator predicts.
+// Torch-free.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace placer::search {
+
+struct ParallelOption {
+  int width = 1;         // devices the group's replicas are spread over
+  int first_device = 0;  // the option's devices: first_device + k * stride, k < width
+  int stride = 1;
+  bool operator==(const ParallelOption&) const = default;
+};
+
+// A point of the action space.
+struct Candidate {
+  int replicas = 1;          // R, one of ActionSpace::replica_counts()
+  std::vector<int> options;  // per group: an index into ActionSpace::options()
+  bool operator==(const Candidate&) const = default;
+};
+
+struct NamedCandidate {
+  std::string name;  // "data parallel", "m-ETF", ...
+  Candidate candidate;
+};
+
+// A judged candidate: its step time, and what found it.
+struct RankedCandidate {
+  Candidate candidate;
+  double seconds = 0;
+  std::string origin;  // "policy", "refinement", or a warm start's name
+};
+
+class ActionSpace {
+ public:
+  // `replica_counts`: the replica counts to search over (each >= 1 and <= num_devices; sorted and
+  // made unique here; 1 is always included). Throws std::invalid_argument when one is out of range.
+  ActionSpace(int num_devices, std::vector<int> replica_counts);
+
+  // 1, 2, 4, ... up to `num_devices`, and `num_devices` itself (data parallelism over every
+  // device), each no larger than `max_replicas` (the batch: every replica needs a row).
+  static std::vector<int> DefaultReplicaCounts(int num_devices, int64_t max_replicas);
+
+  int num_devices() const { return num_devices_; }
+  const std::vector<int>& replica_counts() const { return replica_counts_; }
+  const std::vector<ParallelOption>& options() const { return options_; }
+  int num_options() const { return static_cast<int>(options_.size()); }
+
+  // Whether option `option` may be used with `replicas` replicas (its width divides R).
+  bool Allowed(int option, int replicas) const {
+    return replicas % options_[static_cast<size_t>(option)].width == 0;
+  }
+  // The device replica `replica` (0 <= replica < replicas) of a group with option `option` runs on.
+  int DeviceOf(int option, int replica, int replicas) const;
+
+  // The option {device}.
+  int SingleDeviceOption(int device) const;
+  // The widest option allowed with `replicas` replicas starting at device 0: data parallelism when
+  // every group takes it.
+  int SpreadOption(int replicas) const;
+  // The allowed option for `replicas` closest to `option`: itself when allowed, otherwise the
+  // widest allowed width not above its own, from the same first device.
+  int Nearest(int option, int replicas) const;
+  // `candidate` copied onto the idle devices: R' = `replicas` (a multiple of R) replicas, each
+  // option widened by R'/R over the same first device, so that a model-parallel placement over
+  // devices 0..k-1 becomes R'/R copies side by side, data parallel between them. None when an
+  // option has no widened counterpart (it uses devices beyond the first D R / R').
+  std::optional<Candidate> ScaleOut(const Candidate& candidate, int replicas) const;
+  // The allowed option for `replicas` that puts the most of the R replicas on the devices
+  // `replica_devices` gives them (ties: the narrower option, then the lower index).
+  int BestMatch(const std::vector<int>& replica_devices) const;
+
+  // Checks that `candidate` fits this space and `groups` groups; throws std::invalid_argument
+  // saying what does not.
+  void Check(const Candidate& candidate, int groups) const;
+
+  // "{cuda:0}", "{cuda:0,cuda:2,cuda:4,cuda:6}" with the given device names.
+  std::string Describe(int option, const std::vector<std::string>& device_names) const;
+
+ private:
+  int num_devices_;
+  std::vector<int> replica_counts_;
+  std::vector<ParallelOption> options_;
+};
+
+// "4 replicas (hybrid): 40 groups on {cuda:0,cuda:1,cuda:2,cuda:3}, 4 on {cuda:0}", the options
+// by how many groups use them.
+std::string Summarise(const ActionSpace& space, const Candidate& candidate,
+                      const std::vector<std::string>& device_names);
+// Data and model parallelism at once: several replicas, and groups that do not all share one
+// option (plain data parallelism, over some of the devices, is not a hybrid).
+bool IsHybrid(const Candidate& candidate);
+
+// A short text key of a candidate ("R|" then one byte per group), for caches and logs.
+std::string KeyOf(const Candidate& candidate);
+// A printable form of the key, for the search log: "2:0,0,5,5"; ParseCandidate reads it back
+// (throws std::invalid_argument naming the text when it is malformed).
+std::string FormatCandidate(const Candidate& candidate);
+Candidate ParseCandidate(const std::string& text);
+
+}  // namespace placer::search

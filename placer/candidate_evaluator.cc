@@ -1,0 +1,152 @@
+#include "placer/candidate_evaluator.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace placer::search {
+
+ReplicatedModel SingleReplica(graph::Graph graph, const graph::Grouping& grouping) {
+  ReplicatedModel model;
+  model.replicas = 1;
+  model.graph = std::move(graph);
+  model.group_of_op = grouping.group_of_op;
+  model.group_of_op.resize(static_cast<size_t>(model.graph.num_ops()), -1);
+  model.replica_of_op.assign(static_cast<size_t>(model.graph.num_ops()), -1);
+  model.forward_ops = model.graph.OpsInPhase(graph::Phase::kForward);
+  for (graph::OpId id : model.forward_ops) model.replica_of_op[static_cast<size_t>(id)] = 0;
+  model.num_groups = grouping.num_groups();
+  return model;
+}
+
+ReplicatedModel Replicated(graph::DataParallelGraph replicated, const graph::Graph& base,
+                           const graph::Grouping& grouping) {
+  ReplicatedModel model;
+  model.replicas = static_cast<int>(replicated.shard_sizes.size());
+  model.shard_sizes = std::move(replicated.shard_sizes);
+  model.graph = std::move(replicated.graph);
+  graph::ReplicaMap map = graph::MapReplicas(model.graph, base);
+  model.replica_of_op = std::move(map.replica_of_op);
+  model.group_of_op.assign(static_cast<size_t>(model.graph.num_ops()), -1);
+  model.forward_ops = model.graph.OpsInPhase(graph::Phase::kForward);
+  for (graph::OpId id : model.forward_ops) {
+    model.group_of_op[static_cast<size_t>(id)] =
+        grouping.group_of_op[static_cast<size_t>(map.base_op[static_cast<size_t>(id)])];
+  }
+  model.num_groups = grouping.num_groups();
+  return model;
+}
+
+std::vector<std::unique_ptr<ReplicatedModel>> BuildReplicatedModels(
+    graph::Graph base, const graph::Grouping& grouping, const graph::ForwardBuilder& build_forward,
+    int64_t batch, double learning_rate, const std::vector<int>& counts,
+    std::vector<std::string>* notes) {
+  std::vector<std::unique_ptr<ReplicatedModel>> models;
+  models.push_back(std::make_unique<ReplicatedModel>(SingleReplica(std::move(base), grouping)));
+  std::vector<int> sorted = counts;
+  std::sort(sorted.begin(), sorted.end());
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  for (int replicas : sorted) {
+    if (replicas <= 1) continue;
+    try {
+      std::vector<std::string> names;
+      for (int r = 0; r < replicas; ++r) names.push_back(fmt::format("r{}", r));
+      models.push_back(std::make_unique<ReplicatedModel>(Replicated(
+          graph::BuildDataParallel(build_forward, batch, names,
+                                   std::vector<double>(names.size(), 1.0), learning_rate),
+          models.front()->graph, grouping)));
+    } catch (const graph::GraphError& error) {
+      if (notes != nullptr) {
+        notes->push_back(fmt::format("{} replicas left out: {}", replicas, error.what()));
+      }
+    }
+  }
+  return models;
+}
+
+CandidateEvaluator::CandidateEvaluator(const ActionSpace& space,
+                                       std::vector<const ReplicatedModel*> models,
+                                       std::vector<runtime::Evaluator*> evaluators,
+                                       std::vector<std::string> device_names)
+    : space_(space),
+      models_(std::move(models)),
+      evaluators_(std::move(evaluators)),
+      device_names_(std::move(device_names)) {
+  const size_t counts = space_.replica_counts().size();
+  if (models_.size() != counts || evaluators_.size() != counts) {
+    throw std::invalid_argument(
+        fmt::format("{} replica counts need as many models and evaluators (got {} and {})", counts,
+                    models_.size(), evaluators_.size()));
+  }
+  if (static_cast<int>(device_names_.size()) != space_.num_devices()) {
+    throw std::invalid_argument("the action space and the device names disagree");
+  }
+  for (size_t i = 0; i < counts; ++i) {
+    if (models_[i] == nullptr || evaluators_[i] == nullptr ||
+        models_[i]->replicas != space_.replica_counts()[i] ||
+        models_[i]->num_groups != models_.front()->num_groups) {
+      throw std::invalid_argument(
+          fmt::format("no model with {} replicas", space_.replica_counts()[i]));
+    }
+  }
+}
+
+size_t CandidateEvaluator::Index(int replicas) const {
+  const std::vector<int>& counts = space_.replica_counts();
+  for (size_t i = 0; i < counts.size(); ++i) {
+    if (counts[i] == replicas) return i;
+  }
+  throw std::invalid_argument(fmt::format("no model with {} replicas", replicas));
+}
+
+graph::Placement CandidateEvaluator::PlacementOf(const Candidate& candidate) const {
+  const ReplicatedModel& m = model(candidate.replicas);
+  graph::Placement placement{device_names_,
+                             std::vector<int>(static_cast<size_t>(m.graph.num_ops()), -1)};
+  for (graph::OpId id : m.forward_ops) {
+    const auto op = static_cast<size_t>(id);
+    const int option = candidate.options.at(static_cast<size_t>(m.group_of_op[op]));
+    placement.device_of_op[op] = space_.DeviceOf(option, m.replica_of_op[op], candidate.replicas);
+  }
+  return placement;
+}
+
+std::vector<runtime::EvaluationResult> CandidateEvaluator::Evaluate(
+    std::span<const Candidate> candidates) const {
+  std::vector<runtime::EvaluationResult> results(candidates.size());
+  const int groups = num_groups();
+  for (size_t i = 0; i < models_.size(); ++i) {
+    const int replicas = models_[i]->replicas;
+    std::vector<size_t> mine;
+    std::vector<graph::Placement> placements;
+    for (size_t k = 0; k < candidates.size(); ++k) {
+      if (candidates[k].replicas != replicas) continue;
+      try {
+        space_.Check(candidates[k], groups);
+        placements.push_back(PlacementOf(candidates[k]));
+        mine.push_back(k);
+      } catch (const std::exception& error) {
+        results[k].invalid_reason = error.what();
+      }
+    }
+    if (mine.empty()) continue;
+    std::vector<runtime::EvaluationResult> judged;
+    try {
+      judged = evaluators_[i]->EvaluateBatch(placements);
+    } catch (const std::exception& error) {  // an evaluator should not throw; if it does, go on
+      judged.assign(mine.size(), {});
+      for (auto& r : judged) r.invalid_reason = error.what();
+    }
+    for (size_t j = 0; j < mine.size(); ++j) results[mine[j]] = std::move(judged[j]);
+  }
+  for (size_t k = 0; k < candidates.size(); ++k) {
+    if (!results[k].valid && results[k].invalid_reason.empty()) {
+      results[k].invalid_reason =
+          fmt::format("{} replicas: not a replica count of the search", candidates[k].replicas);
+    }
+  }
+  return results;
+}
+
+}  // namespace placer::search

@@ -1,0 +1,87 @@
+// From candidates of the action space to placements of real training steps, and their judgement.
+//
+// The model is built once per replica count R of the action space (R replicas, each on 1/R of
+// the minibatch, gradients all-reduced); the groups are those of the unreplicated model, so a
+// candidate's option for group g places every replica's copy of g's ops. Evaluation goes through
+// the Evaluator seam, one evaluator per replica count, a whole batch of candidates per call.
+// Torch-free.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "graph/data_parallel.h"
+#include "graph/grouping.h"
+#include "graph/ir.h"
+#include "graph/placement.h"
+#include "placer/action_space.h"
+#include "runtime/evaluator.h"
+
+namespace placer::search {
+
+// The training step with `replicas` replicas, and which group of the unreplicated model each of
+// its forward ops belongs to.
+struct ReplicatedModel {
+  int replicas = 1;
+  graph::Graph graph;
+  std::vector<int64_t> shard_sizes;  // rows of the minibatch per replica
+  std::vector<int>
+      group_of_op;  // per op of `graph`: a group of the base grouping; -1 if not forward
+  std::vector<int> replica_of_op;  // per op of `graph`: its replica; -1 if not forward
+  std::vector<graph::OpId> forward_ops;
+  int num_groups = 0;  // of the base grouping
+};
+
+// The unreplicated model itself (R = 1): `graph` is the model the grouping was made for.
+ReplicatedModel SingleReplica(graph::Graph graph, const graph::Grouping& grouping);
+// A replicated training step built by graph::BuildDataParallel over `replicated.shard_sizes.size()`
+// replicas, mapped onto the groups of `base`. Throws GraphError when its ops are not replicas of
+// `base`'s.
+ReplicatedModel Replicated(graph::DataParallelGraph replicated, const graph::Graph& base,
+                           const graph::Grouping& grouping);
+
+// The model at every replica count of `counts` (1 is always first): `base` (built at `batch` rows,
+// the model `grouping` was made for) and, for R > 1, graph::BuildDataParallel of `build_forward`
+// over R even shards. A replica count that cannot be built (a shard size the model does not
+// take, more replicas than rows) is left out, with the reason in `notes`.
+std::vector<std::unique_ptr<ReplicatedModel>> BuildReplicatedModels(
+    graph::Graph base, const graph::Grouping& grouping, const graph::ForwardBuilder& build_forward,
+    int64_t batch, double learning_rate, const std::vector<int>& counts,
+    std::vector<std::string>* notes);
+
+class CandidateEvaluator {
+ public:
+  // models[i] has space.replica_counts()[i] replicas and evaluators[i] judges its placements; both
+  // must outlive this object. Throws std::invalid_argument when they do not line up.
+  CandidateEvaluator(const ActionSpace& space, std::vector<const ReplicatedModel*> models,
+                     std::vector<runtime::Evaluator*> evaluators,
+                     std::vector<std::string> device_names);
+
+  const ActionSpace& space() const { return space_; }
+  const std::vector<std::string>& device_names() const { return device_names_; }
+  const ReplicatedModel& model(int replicas) const { return *models_[Index(replicas)]; }
+  int num_groups() const { return models_.front()->num_groups; }
+  runtime::Evaluator& evaluator(int replicas) const { return *evaluators_[Index(replicas)]; }
+
+  // The per-op placement of `candidate` on model(candidate.replicas).graph.
+  graph::Placement PlacementOf(const Candidate& candidate) const;
+
+  // Judges every candidate, in order; each replica count's share goes to its evaluator's
+  // EvaluateBatch in one call. Never throws for a bad candidate: an evaluator exception or a
+  // candidate outside the space makes that result invalid with the reason.
+  std::vector<runtime::EvaluationResult> Evaluate(std::span<const Candidate> candidates) const;
+
+  std::string name() const { return evaluators_.front()->name(); }
+
+ private:
+  size_t Index(int replicas) const;
+
+  ActionSpace space_;
+  std::vector<const ReplicatedModel*> models_;
+  std::vector<runtime::Evaluator*> evaluators_;
+  std::vector<std::string> device_names_;
+};
+
+}  // namespace placer::search

@@ -1,0 +1,239 @@
+#include "placer/refiner.h"
+
+#include <algorithm>
+#include <limits>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+namespace placer::search {
+
+Refiner::Refiner(const ActionSpace& space, const graph::GroupFeatures& features,
+                 RefinerOptions options, uint64_t seed)
+    : space_(space),
+      options_(options),
+      num_groups_(static_cast<int>(features.type_ids.size())),
+      neighbours_(static_cast<size_t>(num_groups_)),
+      rng_(seed ^ 0x5851f42d4c957f2dull) {
+  for (const graph::GroupEdge& e : features.edges) {
+    neighbours_[static_cast<size_t>(e.from)].push_back(e.to);
+    neighbours_[static_cast<size_t>(e.to)].push_back(e.from);
+  }
+}
+
+int Refiner::RandomAllowedOption(int replicas) {
+  std::vector<int> allowed;
+  for (int o = 0; o < space_.num_options(); ++o) {
+    if (space_.Allowed(o, replicas)) allowed.push_back(o);
+  }
+  return allowed[std::uniform_int_distribution<size_t>(0, allowed.size() - 1)(rng_)];
+}
+
+void Refiner::MoveGroup(Candidate& c) {
+  const auto g = std::uniform_int_distribution<size_t>(0, c.options.size() - 1)(rng_);
+  const std::vector<int>& near = neighbours_[g];
+  if (!near.empty() && std::bernoulli_distribution(0.5)(rng_)) {
+    c.options[g] = c.options[static_cast<size_t>(
+        near[std::uniform_int_distribution<size_t>(0, near.size() - 1)(rng_)])];
+  } else {
+    c.options[g] = RandomAllowedOption(c.replicas);
+  }
+}
+
+void Refiner::ShiftBoundary(Candidate& c) {
+  std::vector<size_t> boundaries;  // i: options[i] != options[i + 1]
+  for (size_t i = 0; i + 1 < c.options.size(); ++i) {
+    if (c.options[i] != c.options[i + 1]) boundaries.push_back(i);
+  }
+  if (boundaries.empty()) return MoveBand(c);
+  const size_t i =
+      boundaries[std::uniform_int_distribution<size_t>(0, boundaries.size() - 1)(rng_)];
+  if (std::bernoulli_distribution(0.5)(rng_)) {
+    c.options[i] = c.options[i + 1];  // the later stage starts one group earlier
+  } else {
+    c.options[i + 1] = c.options[i];  // or one group later
+  }
+}
+
+void Refiner::MoveBand(Candidate& c) {
+  const size_t groups = c.options.size();
+  const size_t longest = std::max<size_t>(2, groups / 4);
+  const size_t length = std::min(groups, std::uniform_int_distribution<size_t>(2, longest)(rng_));
+  const size_t start = std::uniform_int_distribution<size_t>(0, groups - length)(rng_);
+  const int option = start > 0 && std::bernoulli_distribution(0.5)(rng_)
+                         ? c.options[start - 1]
+                         : RandomAllowedOption(c.replicas);
+  std::fill(c.options.begin() + static_cast<std::ptrdiff_t>(start),
+            c.options.begin() + static_cast<std::ptrdiff_t>(start + length), option);
+}
+
+std::vector<size_t> Refiner::Segment(const Candidate& c, size_t start, size_t size) const {
+  const int option = c.options[start];
+  std::vector<size_t> segment{start};
+  std::vector<bool> taken(c.options.size(), false);
+  taken[start] = true;
+  for (size_t head = 0; head < segment.size() && segment.size() < size; ++head) {
+    for (int n : neighbours_[segment[head]]) {
+      const auto next = static_cast<size_t>(n);
+      if (taken[next] || c.options[next] != option || segment.size() >= size) continue;
+      taken[next] = true;
+      segment.push_back(next);
+    }
+  }
+  return segment;
+}
+
+size_t Refiner::SegmentSize() {
+  return std::uniform_int_distribution<size_t>(
+      1, std::max<size_t>(2, static_cast<size_t>(num_groups_) / 4))(rng_);
+}
+
+void Refiner::MoveSegment(Candidate& c) {
+  const auto start = std::uniform_int_distribution<size_t>(0, c.options.size() - 1)(rng_);
+  const int from = c.options[start];
+  // The option to move to: a neighbour's that differs, or any other.
+  std::vector<int> targets;
+  for (int n : neighbours_[start]) {
+    if (c.options[static_cast<size_t>(n)] != from) {
+      targets.push_back(c.options[static_cast<size_t>(n)]);
+    }
+  }
+  const int to = !targets.empty() && std::bernoulli_distribution(0.5)(rng_)
+                     ? targets[std::uniform_int_distribution<size_t>(0, targets.size() - 1)(rng_)]
+                     : RandomAllowedOption(c.replicas);
+  for (size_t g : Segment(c, start, SegmentSize())) c.options[g] = to;
+}
+
+void Refiner::SwapSegments(Candidate& c) {
+  std::uniform_int_distribution<size_t> pick(0, c.options.size() - 1);
+  const size_t a = pick(rng_), b = pick(rng_);
+  if (c.options[a] == c.options[b]) return MoveSegment(c);
+  const size_t size = SegmentSize();
+  const std::vector<size_t> first = Segment(c, a, size), second = Segment(c, b, size);
+  const int option_a = c.options[a], option_b = c.options[b];
+  for (size_t g : first) c.options[g] = option_b;
+  for (size_t g : second) c.options[g] = option_a;
+}
+
+void Refiner::ChangeReplicas(Candidate& c) {
+  const std::vector<int>& counts = space_.replica_counts();
+  if (counts.size() < 2) return MoveGroup(c);
+  int replicas = c.replicas;
+  while (replicas == c.replicas) {
+    replicas = counts[std::uniform_int_distribution<size_t>(0, counts.size() - 1)(rng_)];
+  }
+  // Half of the time, more replicas copy the placement onto the idle devices, when it fits there.
+  if (std::bernoulli_distribution(0.5)(rng_)) {
+    if (std::optional<Candidate> scaled = space_.ScaleOut(c, replicas)) {
+      c = std::move(*scaled);
+      return;
+    }
+  }
+  const int spread_before = space_.SpreadOption(c.replicas);
+  for (int& option : c.options) {
+    const ParallelOption& o = space_.options()[static_cast<size_t>(option)];
+    if (c.replicas > 1 && option == spread_before) {
+      option = space_.SpreadOption(replicas);
+    } else if (c.replicas > 1 && o.width == c.replicas) {
+      // Spread over every replica from another first device: stay spread, same first device.
+      option = o.first_device;
+      for (int k = 0; k < space_.num_options(); ++k) {
+        const ParallelOption& w = space_.options()[static_cast<size_t>(k)];
+        if (w.width == replicas && w.first_device == o.first_device) option = k;
+      }
+    }
+    option = space_.Nearest(option, replicas);
+  }
+  c.replicas = replicas;
+}
+
+Candidate Refiner::Edit(const Candidate& candidate) {
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    Candidate c = candidate;
+    switch (std::uniform_int_distribution<int>(0, 11)(rng_)) {
+      case 0:
+      case 1:
+      case 2:
+        MoveGroup(c);
+        break;
+      case 3:
+        SwapSegments(c);
+        break;
+      case 4:
+      case 5:
+        ShiftBoundary(c);
+        break;
+      case 6:
+      case 7:
+        MoveBand(c);
+        break;
+      case 8:
+      case 9:
+      case 10:
+        MoveSegment(c);
+        break;
+      default:
+        ChangeReplicas(c);
+        break;
+    }
+    if (c != candidate) return c;
+  }
+  return candidate;  // nothing else exists (one device, one replica count)
+}
+
+RefineOutcome Refiner::Run(const Candidate& start, double start_seconds, int rounds,
+                           const JudgeBatch& judge, const std::function<bool()>& stop) {
+  RefineOutcome outcome{start, start_seconds, 0};
+  Candidate current = start;
+  double current_seconds = start_seconds;
+  int stalled = 0;
+  for (; outcome.rounds < rounds && !stop(); ++outcome.rounds) {
+    std::vector<Candidate> neighbours;
+    std::set<std::string> seen{KeyOf(current)};
+    for (int i = 0; i < options_.neighbours_per_round * 4 &&
+                    static_cast<int>(neighbours.size()) < options_.neighbours_per_round;
+         ++i) {
+      Candidate n = Edit(current);
+      if (seen.insert(KeyOf(n)).second) neighbours.push_back(std::move(n));
+    }
+    if (neighbours.empty()) break;
+    const std::vector<double> seconds = judge(neighbours);
+    const size_t best =
+        static_cast<size_t>(std::min_element(seconds.begin(), seconds.end()) - seconds.begin());
+    if (seconds[best] < current_seconds) {
+      current = neighbours[best];
+      current_seconds = seconds[best];
+      stalled = 0;
+      if (current_seconds < outcome.best_seconds) {
+        outcome.best = current;
+        outcome.best_seconds = current_seconds;
+      }
+      continue;
+    }
+    if (++stalled < options_.patience) continue;
+    // Kick: a few random edits of the best, and descend from there whatever its time.
+    current = outcome.best;
+    for (int k = 0; k < options_.kick_edits; ++k) current = Edit(current);
+    current_seconds = judge({current}).front();
+    if (current_seconds < outcome.best_seconds) {
+      outcome.best = current;
+      outcome.best_seconds = current_seconds;
+    }
+    stalled = 0;
+  }
+  return outcome;
+}
+
+std::string Refiner::SaveState() const {
+  std::ostringstream out;
+  out << rng_;
+  return out.str();
+}
+
+void Refiner::LoadState(const std::string& state) {
+  std::istringstream in(state);
+  in >> rng_;
+  if (!in) throw std::invalid_argument("malformed refiner state");
+}
+
+}  // namespace placer::search

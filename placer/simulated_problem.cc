@@ -1,0 +1,44 @@
+#include "placer/simulated_problem.h"
+
+#include <algorithm>
+
+#include "graph/training_step.h"
+
+namespace placer::search {
+
+double SimulatedProblem::LowerBound() const {
+  double bound = simulators.front()->lower_bound().seconds;
+  for (const auto& s : simulators) bound = std::min(bound, s->lower_bound().seconds);
+  return bound;
+}
+
+SimulatedProblem MakeSimulatedProblem(const graph::ForwardBuilder& build_forward, int64_t batch,
+                                      double learning_rate,
+                                      const graph::GroupingOptions& grouping_options,
+                                      runtime::DeviceSet devices, const sim::CostModel& cost_model,
+                                      const std::vector<int>& replica_counts) {
+  SimulatedProblem p;
+  graph::Graph base = build_forward(batch, 0);
+  graph::AppendBackwardAndUpdate(base, learning_rate);
+  base.Validate();
+  p.grouping = graph::MakeGrouping(base, grouping_options);
+  p.features = graph::ComputeGroupFeatures(base, p.grouping);
+  p.models = BuildReplicatedModels(std::move(base), p.grouping, build_forward, batch, learning_rate,
+                                   replica_counts, &p.notes);
+  std::vector<const ReplicatedModel*> models;
+  std::vector<runtime::Evaluator*> evaluators;
+  std::vector<int> counts;
+  for (const auto& m : p.models) {
+    p.simulators.push_back(
+        std::make_unique<sim::SimulatedEvaluator>(m->graph, devices, cost_model));
+    models.push_back(m.get());
+    evaluators.push_back(p.simulators.back().get());
+    counts.push_back(m->replicas);
+  }
+  p.evaluator =
+      std::make_unique<CandidateEvaluator>(ActionSpace(static_cast<int>(devices.size()), counts),
+                                           models, evaluators, runtime::DeviceNames(devices));
+  return p;
+}
+
+}  // namespace placer::search

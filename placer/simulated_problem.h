@@ -1,0 +1,44 @@
+// A search problem judged by the simulator, built from a model builder: the model at every
+// replica count, a simulator each, the candidate evaluator over them. What benchmarks and tests
+// search on without a config; `placer search` builds the same from a config (cli/search_setup.h).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/data_parallel.h"
+#include "graph/grouping.h"
+#include "placer/candidate_evaluator.h"
+#include "placer/search.h"
+#include "runtime/device.h"
+#include "runtime/sim/cost_model.h"
+#include "runtime/sim/simulated_evaluator.h"
+
+namespace placer::search {
+
+struct SimulatedProblem {
+  graph::Grouping grouping;
+  graph::GroupFeatures features;
+  std::vector<std::unique_ptr<ReplicatedModel>> models;  // [0]: one replica
+  std::vector<std::unique_ptr<sim::SimulatedEvaluator>> simulators;
+  std::unique_ptr<CandidateEvaluator> evaluator;
+  std::vector<std::string> notes;  // replica counts left out
+
+  const graph::Graph& base() const { return models.front()->graph; }
+  int num_groups() const { return grouping.num_groups(); }
+  SearchProblem Problem(std::vector<NamedCandidate> warm_starts = {}) const {
+    return {evaluator.get(), features, std::move(warm_starts)};
+  }
+  // The least lower bound over the replica counts.
+  double LowerBound() const;
+};
+
+// `build_forward(batch, normalizer)` gives the forward graph (forward ops and loss) of `batch`
+// rows; the base model is it at `batch` with its training step. `cost_model` must outlive it.
+SimulatedProblem MakeSimulatedProblem(const graph::ForwardBuilder& build_forward, int64_t batch,
+                                      double learning_rate, const graph::GroupingOptions& grouping,
+                                      runtime::DeviceSet devices, const sim::CostModel& cost_model,
+                                      const std::vector<int>& replica_counts);
+
+}  // namespace placer::search
