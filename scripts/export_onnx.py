@@ -20,11 +20,14 @@ and lenet_stripped.onnx, the LeNet with every initializer's data removed (dims k
 loader initialises itself. Models: lenet (the d2l LeNet of graph::BuildLeNet, same layer names),
 resnet18 (torchvision, eval mode: the exporter folds BatchNorm into the convolutions), transformer
 (token embedding, nn.TransformerEncoder of 2 layers, mean over the sequence, linear classifier),
-lstm (2-layer bidirectional nn.LSTM on float sequences, classifier on the last step) and
+lstm (2-layer bidirectional nn.LSTM on float sequences, classifier on the last step),
 transformer_static (the transformer with its batch of 4 fixed, and baked into Reshape constants by
-the exporter). Weights are random with a fixed seed; every parameter and buffer is perturbed so
-that no two are equal (the exporter would merge equal initializers). The reference minibatch has
-another batch size than the export, so that loading it exercises the dynamic batch axis.
+the exporter) and towers (4 independent MLP towers of 4 x Linear 1024 + ReLU and a classifier each,
+on one shared input of 1024 features, their logits summed; 16.8 M parameters, 67 MB).
+bench/search_suite.py places resnet18, transformer and towers on simulated GPUs.
+Weights are random with a fixed seed; every parameter and buffer is perturbed so that no two are
+equal (the exporter would merge equal initializers). The reference minibatch has another batch size
+than the export, so that loading it exercises the dynamic batch axis.
 
 --suite: the model suite (scripts/onnx_suite.py says how each is exported and what its
 <model>.reference.onnx holds): torchvision's resnet18, resnet50, vgg11, densenet121, googlenet,
@@ -44,7 +47,14 @@ import os
 import sys
 import warnings
 
-MODELS = ("lenet", "resnet18", "transformer", "lstm", "transformer_static")
+MODELS = ("lenet", "resnet18", "transformer", "lstm", "transformer_static", "towers")
+# towers: TOWERS independent MLPs of TOWER_LAYERS x (Linear TOWER_WIDTH + ReLU) and a classifier
+# each, all reading the same input, their logits summed. Its best placement is plain (one tower per
+# device), and data parallelism pays for all-reducing its 16.8 M parameters: bench/search_suite.py
+# places it on simulated 4- and 8-GPU machines.
+TOWERS = 4
+TOWER_LAYERS = 4
+TOWER_WIDTH = 1024
 STATIC_BATCH = 4  # transformer_static's
 EXPORT_BATCH = 2
 REFERENCE_BATCH = 3
@@ -108,6 +118,27 @@ def build(name, torch, nn):
                 return self.head(y[:, -1])
 
         return Tagger(), lambda b: torch.randn(b, 5, 8), "sequence"
+    if name == "towers":
+
+        class Towers(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.towers = nn.ModuleList(
+                    nn.Sequential(
+                        *[m for _ in range(TOWER_LAYERS)
+                          for m in (nn.Linear(TOWER_WIDTH, TOWER_WIDTH), nn.ReLU())],
+                        nn.Linear(TOWER_WIDTH, 10),
+                    )
+                    for _ in range(TOWERS)
+                )
+
+            def forward(self, x):
+                logits = self.towers[0](x)
+                for tower in self.towers[1:]:
+                    logits = logits + tower(x)
+                return logits
+
+        return Towers(), lambda b: torch.randn(b, TOWER_WIDTH), "features"
     raise ValueError(name)
 
 

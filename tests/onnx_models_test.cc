@@ -144,6 +144,16 @@ TEST(OnnxModelsTest, BidirectionalLstmForwardMatchesPyTorch) {
   ExpectForwardMatchesPyTorch("lstm", 1e-5);
 }
 
+// The independent MLP towers bench/search_suite.py places: 4 towers of 4 hidden layers and a
+// classifier, each with weight and bias, summed into one output.
+TEST(OnnxModelsTest, TowersForwardMatchesPyTorchWithEveryWeight) {
+  ExpectForwardMatchesPyTorch("towers", 1e-4);
+  const graph::Graph g = graph::LoadOnnx(Fixture("towers.onnx"), {.batch_size = 8});
+  EXPECT_EQ(g.Parameters().size(), 4u * 5 * 2);
+  EXPECT_EQ(g.ParameterCount(), 4 * (4 * (1024 * 1024 + 1024) + 1024 * 10 + 10));
+  EXPECT_EQ(g.tensor(g.TensorByName("features")).shape, (graph::Shape{8, 1024}));
+}
+
 TEST(OnnxModelsTest, ResNet18HasEveryWeightAndATrainingStep) {
   const graph::Graph g = graph::LoadOnnx(Fixture("resnet18.onnx"), {.batch_size = 4});
   // 20 convolutions (BatchNorm folded in) with biases, and the classifier.
