@@ -11,6 +11,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "graph/models.h"
 #include "graph/onnx_loader.h"
@@ -26,6 +27,7 @@ namespace fs = std::filesystem;
 using runtime::Executor;
 using runtime::TensorMap;
 using test_support::CpuWorkers;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 fs::path Fixture(const std::string& name) {
@@ -183,6 +185,33 @@ TEST(OnnxModelsTest, AnExportWithABakedBatchTakesOnlyItsOwn) {
   // The same model exported with a dynamic batch axis takes both.
   EXPECT_NO_THROW(graph::LoadOnnx(Fixture("transformer.onnx"), {.batch_size = 2}));
   EXPECT_NO_THROW(graph::LoadOnnx(Fixture("transformer.onnx"), {.batch_size = 4}));
+}
+
+// `placer compare` on an export with a baked batch of 4 over 4 simulated GPUs: no data-parallel
+// shard (2 or 1 rows) can be built, so the data-parallel row says why, naming the node and how
+// to export, and every other row is still judged and written.
+TEST(OnnxModelsTest, CompareGoesOnWithoutWhatABakedBatchCannotBuild) {
+  const fs::path dir = fs::temp_directory_path() / "placer_onnx_models_test_baked";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "c.yaml") << "model:\n  onnx: " << Fixture("transformer_static.onnx").string()
+                                << "\ndevices: [cuda:0, cuda:1, cuda:2, cuda:3]\n"
+                                << "search: {evaluator: simulated, policy_steps: 2, "
+                                   "samples_per_step: 2, max_evaluations: 4, refinement_rounds: 2, "
+                                   "max_wall_seconds: 5}\n"
+                                << "output: {directory: run}\n";
+  const test_support::CommandResult r =
+      test_support::RunPlacer("compare --config " + (dir / "c.yaml").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream report(dir / "run" / "report.md");
+  std::stringstream text;
+  text << report.rdbuf();
+  EXPECT_THAT(text.str(),
+              AllOf(HasSubstr("single device cuda:3"), HasSubstr("HEFT"), HasSubstr("learned"),
+                    HasSubstr("data parallel"), HasSubstr("the export fixed the batch at 4"),
+                    HasSubstr("'/encoder/layers.0/self_attn/Reshape_3' (Reshape)"),
+                    HasSubstr("dynamic_axes={\"tokens\": {0: \"batch\"}}")));
+  fs::remove_all(dir);
 }
 
 TEST(OnnxModelsTest, ConfigNamesAnOnnxFileRelativeToItself) {
