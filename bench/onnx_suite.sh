@@ -37,7 +37,7 @@ model:
   onnx: $suite/$model.onnx
   batch_size: 8
 devices: [cuda:0, cuda:1, cuda:2, cuda:3]
-search: {evaluator: simulated, policy_steps: 4, samples_per_step: 2, max_evaluations: 8}
+search: {evaluator: simulated, policy_steps: 4, samples_per_step: 2, max_evaluations: 8, max_wall_seconds: 10}
 simulation: {gpu_link: pcie}
 output: {directory: run}
 EOF

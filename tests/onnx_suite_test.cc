@@ -183,7 +183,8 @@ TEST_P(OnnxSuiteTest, OneStepUnderARandomPlacementEqualsPyTorchs) {
 }
 
 // `placer inspect` prints the model, and `placer compare` runs to the end with it on a simulated
-// 4-GPU PCIe machine (batch 8: data-parallel shards of 2; the search on a small budget).
+// 4-GPU PCIe machine (batch 8: data-parallel shards of 2; the search on a small budget, its wall
+// time bounded so that 17 models stay affordable in CI).
 TEST_P(OnnxSuiteTest, InspectAndCompareOnFourSimulatedGpusRunToTheEnd) {
   const std::string name = GetParam();
   const char* override = std::getenv("PLACER_ONNX_SUITE_DIR");
@@ -196,7 +197,7 @@ TEST_P(OnnxSuiteTest, InspectAndCompareOnFourSimulatedGpusRunToTheEnd) {
       "model:\n  onnx: {}\n  batch_size: 8\n"
       "devices: [cuda:0, cuda:1, cuda:2, cuda:3]\n"
       "search: {{evaluator: simulated, policy_steps: 2, samples_per_step: 2, "
-      "max_evaluations: 4}}\n"
+      "max_evaluations: 4, refinement_rounds: 2, max_wall_seconds: 5}}\n"
       "simulation: {{gpu_link: pcie}}\n"
       "output: {{directory: run}}\n",
       model.string());
