@@ -237,23 +237,15 @@ int Train(const Commands& c) {
   graph::Graph eval_graph = ForwardBuilderFor(config)(config.model.batch_size, 0);
   runtime::DeviceSet devices = runtime::ResolveDevices(config);
   if (c.epochs < 1) throw InputError("--epochs must be at least 1");
-  // The zoo models read tokens or 299x299 colour images, not Fashion-MNIST.
-  if (const std::string& m = config.model.builtin;
-      m == "inception_v3" || m == "rnnlm" || m == "nmt" || m == "transformer") {
+  // Fashion-MNIST feeds [batch, 1, 28, 28] images to an input named "images": the zoo models
+  // read tokens or colour images, other sizes of LeNet other images.
+  const std::optional<graph::TensorId> images = single.FindTensor("images");
+  if (!images || single.tensor(*images).shape != graph::Shape{config.model.batch_size, 1, 28, 28}) {
     throw InputError(fmt::format(
-        "placer train trains on Fashion-MNIST, which model.builtin '{}' cannot read; time its "
-        "training step with placer evaluate",
-        m));
-  }
-  if (!config.model.onnx.empty()) {
-    const std::optional<graph::TensorId> images = single.FindTensor("images");
-    if (!images ||
-        single.tensor(*images).shape != graph::Shape{config.model.batch_size, 1, 28, 28}) {
-      throw InputError(fmt::format(
-          "placer train feeds Fashion-MNIST images [batch, 1, 28, 28] to an input named 'images', "
-          "which model.onnx {} does not have; time its training step with placer evaluate",
-          config.model.onnx.string()));
-    }
+        "placer train feeds Fashion-MNIST images [batch, 1, 28, 28] to an input named 'images', "
+        "which {} cannot read; time its training step with placer evaluate",
+        config.model.onnx.empty() ? fmt::format("model.builtin '{}'", config.model.builtin)
+                                  : fmt::format("model.onnx {}", config.model.onnx.string())));
   }
   std::string description;
   std::optional<graph::DataParallelGraph> dp;
@@ -272,10 +264,6 @@ int Train(const Commands& c) {
   }
   runtime::ImageDataset train = runtime::LoadFashionMnist("train");
   runtime::ImageDataset test = runtime::LoadFashionMnist("test");
-  if (train.rows != config.model.lenet.image_size) {
-    throw InputError(fmt::format("Fashion-MNIST images are {}x{}; set model.lenet.image_size: {}",
-                                 train.rows, train.cols, train.rows));
-  }
   std::cout << fmt::format(
       "training {} on Fashion-MNIST ({} train, {} test images), batch {}, "
       "lr {}, {}, devices: {}\n",

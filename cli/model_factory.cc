@@ -3,73 +3,11 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
-#include "graph/models.h"
 #include "graph/onnx_loader.h"
-#include "graph/zoo.h"
 
 namespace placer::cli {
 
 namespace {
-
-graph::LstmCellKind CellKind(const std::string& name) {
-  return name == "fused" ? graph::LstmCellKind::kFused : graph::LstmCellKind::kGates;
-}
-
-// The model zoo (graph/zoo.h); false when model.builtin is not one of its models.
-bool BuildZooModel(const config::Config& config, int64_t batch, int64_t normalizer,
-                   bool training_step, graph::Graph& out) {
-  const config::ModelConfig& m = config.model;
-  if (m.builtin == "inception_v3") {
-    out = graph::BuildInceptionV3({.batch_size = batch,
-                                   .image_size = m.inception_v3.image_size,
-                                   .classes = m.inception_v3.classes,
-                                   .width_multiplier = m.inception_v3.width_multiplier,
-                                   .learning_rate = m.learning_rate,
-                                   .loss_normalizer = normalizer,
-                                   .training_step = training_step});
-  } else if (m.builtin == "rnnlm") {
-    out = graph::BuildRnnLm({.batch_size = batch,
-                             .time_steps = m.rnnlm.time_steps,
-                             .layers = m.rnnlm.layers,
-                             .hidden = m.rnnlm.hidden,
-                             .embedding = m.rnnlm.embedding,
-                             .vocab = m.rnnlm.vocab,
-                             .cell = CellKind(m.rnnlm.cell),
-                             .learning_rate = m.learning_rate,
-                             .loss_normalizer = normalizer,
-                             .training_step = training_step});
-  } else if (m.builtin == "nmt") {
-    out = graph::BuildNmt({.batch_size = batch,
-                           .layers = m.nmt.layers,
-                           .source_steps = m.nmt.source_steps,
-                           .target_steps = m.nmt.target_steps,
-                           .hidden = m.nmt.hidden,
-                           .embedding = m.nmt.embedding,
-                           .source_vocab = m.nmt.source_vocab,
-                           .target_vocab = m.nmt.target_vocab,
-                           .cell = CellKind(m.nmt.cell),
-                           .learning_rate = m.learning_rate,
-                           .loss_normalizer = normalizer,
-                           .training_step = training_step});
-  } else if (m.builtin == "transformer") {
-    const config::ModelConfig::Transformer& t = m.transformer;
-    out = graph::BuildTransformerEncoder({.batch_size = batch,
-                                          .seq_length = t.seq_length,
-                                          .layers = t.layers,
-                                          .hidden = t.hidden,
-                                          .heads = t.heads,
-                                          .ffn = t.ffn,
-                                          .vocab = t.vocab,
-                                          .max_positions = t.max_positions,
-                                          .classes = t.classes,
-                                          .learning_rate = m.learning_rate,
-                                          .loss_normalizer = normalizer,
-                                          .training_step = training_step});
-  } else {
-    return false;
-  }
-  return true;
-}
 
 graph::Graph Build(const config::Config& config, int64_t batch, int64_t normalizer,
                    bool training_step) {
@@ -82,32 +20,28 @@ graph::Graph Build(const config::Config& config, int64_t batch, int64_t normaliz
                                     .learning_rate = m.learning_rate,
                                     .loss_normalizer = normalizer});
   }
-  if (m.builtin == "lenet") {
-    graph::LeNetOptions options;
-    options.batch_size = batch;
-    options.learning_rate = m.learning_rate;
-    options.image_size = m.lenet.image_size;
-    options.conv1_channels = m.lenet.conv1_channels;
-    options.conv2_channels = m.lenet.conv2_channels;
-    options.hidden = m.lenet.hidden;
-    options.classes = m.lenet.classes;
-    options.loss_normalizer = normalizer;
-    options.training_step = training_step;
-    return graph::BuildLeNet(options);
+  if (!m.options) {
+    throw config::ConfigError(config.source.string(), 0, 0, "model.builtin",
+                              "unknown built-in model '" + m.builtin + "'");
   }
-  if (graph::Graph zoo; BuildZooModel(config, batch, normalizer, training_step, zoo)) return zoo;
-  throw config::ConfigError(config.source.string(), 0, 0, "model.builtin",
-                            "unknown built-in model '" + m.builtin + "'");
+  return m.options->Build({.batch_size = batch,
+                           .learning_rate = m.learning_rate,
+                           .loss_normalizer = normalizer,
+                           .training_step = training_step});
 }
 
 }  // namespace
 
 std::map<std::string, std::string> ExpertFacts(const config::Config& config) {
-  const config::ModelConfig& m = config.model;
-  if (m.builtin == "rnnlm") return {{"layers", std::to_string(m.rnnlm.layers)}};
-  if (m.builtin == "nmt") return {{"layers", std::to_string(m.nmt.layers)}};
-  if (m.builtin == "transformer") return {{"layers", std::to_string(m.transformer.layers)}};
-  return {};
+  return config.model.options ? config.model.options->ExpertFacts()
+                              : std::map<std::string, std::string>{};
+}
+
+std::optional<std::string> BatchProblem(const config::Config& config, int64_t batch) {
+  if (batch < 1) return fmt::format("a batch of {} rows", batch);
+  // Built-in models take any batch; an ONNX export only the batches its shape constants allow.
+  if (config.model.onnx.empty()) return std::nullopt;
+  return graph::OnnxBatchProblem(config.model.onnx, batch);
 }
 
 std::filesystem::path ExpertFile(const config::Config& config) {

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "config/config.h"
@@ -27,6 +28,14 @@ graph::Graph BuildSingleModel(const config::Config& config);
 graph::DataParallelGraph BuildDataParallelOver(const config::Config& config,
                                                const std::vector<std::string>& replicas);
 graph::DataParallelGraph BuildReplicated(const config::Config& config, int replicas);
+
+// Whether the configured model can be built with `batch` rows (as one data-parallel shard or
+// replica): nullopt when it can, otherwise why not. Built-in models take any batch; an ONNX
+// export whose batch is baked into its shape constants takes only its own, and the reason is then
+// the graph::BatchError message (naming the node, and how to export with a dynamic batch axis),
+// which BuildModel, BuildDataParallelOver and BuildReplicated throw for such a batch. Costs one
+// load of the file for an ONNX model.
+std::optional<std::string> BatchProblem(const config::Config& config, int64_t batch);
 
 // What an expert placement file (configs/experts/<builtin>.yaml) may condition its variants on,
 // besides the device count: the layer count of the recurrent and transformer models.

@@ -13,16 +13,16 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <string_view>
 #include <type_traits>
 #include <utility>
 
+#include "graph/onnx_loader.h"
+
 namespace placer::config {
 namespace {
-
-constexpr std::array<std::string_view, 5> kBuiltinModels = {"lenet", "inception_v3", "rnnlm", "nmt",
-                                                            "transformer"};
 
 std::string FormatError(const std::string& file, int line, int column, const std::string& key_path,
                         const std::string& message) {
@@ -78,7 +78,7 @@ struct Value {
 // rejected, so readers only look up known names.
 class Mapping {
  public:
-  Mapping(const Value& value, std::initializer_list<std::string_view> allowed) : value_(value) {
+  Mapping(const Value& value, const std::vector<std::string_view>& allowed) : value_(value) {
     if (value.node.IsNull()) return;  // `section:` with nothing under it keeps the defaults
     if (!value.node.IsMap()) value.Fail("expected a mapping, got " + Describe(value.node));
     for (const auto& entry : value.node) {
@@ -181,98 +181,92 @@ void ReadPositive(const Mapping& mapping, std::string_view key, double* out) {
   }
 }
 
-// The papers' minibatch for each built-in model.
-int64_t DefaultBatchSize(const std::string& builtin) {
-  if (builtin == "inception_v3" || builtin == "transformer") return 32;
-  if (builtin == "rnnlm") return 64;
-  if (builtin == "nmt") return 128;
-  return 256;
+// "'a' or 'b'", "'a', 'b' or 'c'".
+std::string Alternatives(const std::vector<std::string_view>& choices) {
+  std::string text;
+  for (size_t k = 0; k < choices.size(); ++k) {
+    if (k > 0) text += k + 1 == choices.size() ? " or " : ", ";
+    text += fmt::format("'{}'", choices[k]);
+  }
+  return text;
 }
 
-std::string ReadCell(const Mapping& mapping, const std::string& fallback) {
-  const Value* cell = mapping.Find("cell");
-  if (!cell) return fallback;
-  std::string kind = ToString(*cell);
-  if (kind != "gates" && kind != "fused") {
-    cell->Fail(fmt::format("unknown cell {}; expected 'gates' or 'fused'", Quote(kind)));
+// The keys of an options struct's fields.
+class FieldKeys final : public graph::FieldVisitor {
+ public:
+  void Int(std::string_view key, int64_t&, int64_t, std::string_view) override { Add(key); }
+  void Positive(std::string_view key, double&, std::string_view) override { Add(key); }
+  void Choice(std::string_view key, std::string&, const std::vector<std::string_view>&,
+              std::string_view) override {
+    Add(key);
   }
-  return kind;
+  std::vector<std::string_view> views() const { return {keys_.begin(), keys_.end()}; }
+
+ private:
+  void Add(std::string_view key) { keys_.emplace_back(key); }
+  std::vector<std::string> keys_;
+};
+
+// Reads an options struct's fields from a model section, with the fields' own bounds.
+class YamlFields final : public graph::FieldVisitor {
+ public:
+  explicit YamlFields(const Mapping& mapping) : mapping_(mapping) {}
+  void Int(std::string_view key, int64_t& value, int64_t minimum, std::string_view) override {
+    ReadInteger(mapping_, key, minimum, &value);
+  }
+  void Positive(std::string_view key, double& value, std::string_view) override {
+    ReadPositive(mapping_, key, &value);
+  }
+  void Choice(std::string_view key, std::string& value,
+              const std::vector<std::string_view>& choices, std::string_view) override {
+    const Value* found = mapping_.Find(key);
+    if (!found) return;
+    std::string chosen = ToString(*found);
+    if (std::find(choices.begin(), choices.end(), chosen) == choices.end()) {
+      found->Fail(
+          fmt::format("unknown {} {}; expected {}", key, Quote(chosen), Alternatives(choices)));
+    }
+    value = chosen;
+  }
+
+ private:
+  const Mapping& mapping_;
+};
+
+// A built-in model's section (model.<builtin>) over its options' defaults.
+void ReadModelOptions(const Value& section, graph::ModelOptions& options) {
+  FieldKeys keys;
+  options.Fields(keys);
+  const std::vector<std::string_view> allowed = keys.views();
+  Mapping mapping(section, allowed);
+  YamlFields reader(mapping);
+  options.Fields(reader);
+  if (std::optional<graph::FieldError> error = options.Check()) {
+    for (const std::string& field : error->fields) {
+      if (const Value* value = mapping.Find(field)) value->Fail(error->message);
+    }
+    section.Fail(error->message);
+  }
 }
 
-// The size sections of the model zoo (graph/zoo.h). Only the section of the configured model may
-// be given: another model's sizes would be silently ignored.
-void ReadZooSizes(const Mapping& mapping, ModelConfig& model) {
-  for (std::string_view section : kBuiltinModels) {
-    if (section != model.builtin) {
-      if (const Value* other = mapping.Find(section)) {
-        other->Fail(fmt::format("sizes of model '{}', but model.builtin is {}", section,
-                                Quote(model.builtin)));
-      }
-    }
-  }
-  if (const Value* value = mapping.Find("inception_v3")) {
-    Mapping m(*value, {"image_size", "classes", "width_multiplier"});
-    // torchvision's minimum: smaller inputs vanish before the last Inception block.
-    ReadInteger(m, "image_size", 75, &model.inception_v3.image_size);
-    ReadInteger(m, "classes", 1, &model.inception_v3.classes);
-    ReadPositive(m, "width_multiplier", &model.inception_v3.width_multiplier);
-  }
-  if (const Value* value = mapping.Find("rnnlm")) {
-    Mapping m(*value, {"time_steps", "layers", "hidden", "embedding", "vocab", "cell"});
-    ReadInteger(m, "time_steps", 1, &model.rnnlm.time_steps);
-    ReadInteger(m, "layers", 1, &model.rnnlm.layers);
-    ReadInteger(m, "hidden", 1, &model.rnnlm.hidden);
-    ReadInteger(m, "embedding", 1, &model.rnnlm.embedding);
-    ReadInteger(m, "vocab", 2, &model.rnnlm.vocab);
-    model.rnnlm.cell = ReadCell(m, model.rnnlm.cell);
-  }
-  if (const Value* value = mapping.Find("nmt")) {
-    Mapping m(*value, {"layers", "source_steps", "target_steps", "hidden", "embedding",
-                       "source_vocab", "target_vocab", "cell"});
-    ReadInteger(m, "layers", 1, &model.nmt.layers);
-    ReadInteger(m, "source_steps", 1, &model.nmt.source_steps);
-    ReadInteger(m, "target_steps", 1, &model.nmt.target_steps);
-    ReadInteger(m, "hidden", 1, &model.nmt.hidden);
-    ReadInteger(m, "embedding", 1, &model.nmt.embedding);
-    ReadInteger(m, "source_vocab", 2, &model.nmt.source_vocab);
-    ReadInteger(m, "target_vocab", 2, &model.nmt.target_vocab);
-    model.nmt.cell = ReadCell(m, model.nmt.cell);
-  }
-  if (const Value* value = mapping.Find("transformer")) {
-    Mapping m(*value, {"seq_length", "layers", "hidden", "heads", "ffn", "vocab", "max_positions",
-                       "classes"});
-    ModelConfig::Transformer& t = model.transformer;
-    ReadInteger(m, "seq_length", 1, &t.seq_length);
-    ReadInteger(m, "layers", 1, &t.layers);
-    ReadInteger(m, "hidden", 1, &t.hidden);
-    ReadInteger(m, "heads", 1, &t.heads);
-    ReadInteger(m, "ffn", 1, &t.ffn);
-    ReadInteger(m, "vocab", 1, &t.vocab);
-    ReadInteger(m, "max_positions", 1, &t.max_positions);
-    ReadInteger(m, "classes", 1, &t.classes);
-    if (t.hidden % t.heads != 0) {
-      (m.Find("heads") ? *m.Find("heads") : *value)
-          .Fail(fmt::format("{} heads do not divide hidden {}", t.heads, t.hidden));
-    }
-    if (t.max_positions < t.seq_length) {
-      (m.Find("max_positions") ? *m.Find("max_positions") : *m.Find("seq_length"))
-          .Fail(
-              fmt::format("seq_length {} exceeds max_positions {}", t.seq_length, t.max_positions));
-    }
-  }
-}
+const std::vector<std::string_view> kCommonModelKeys = {"builtin",       "onnx",      "batch_size",
+                                                        "learning_rate", "init_seed", "replicas"};
 
 ModelConfig ReadModel(const Value& value) {
-  Mapping mapping(value, {"builtin", "onnx", "batch_size", "learning_rate", "init_seed", "replicas",
-                          "lenet", "inception_v3", "rnnlm", "nmt", "transformer"});
+  std::vector<std::string_view> allowed = kCommonModelKeys;
+  const std::vector<std::string_view> models = graph::BuiltinModelNames();
+  allowed.insert(allowed.end(), models.begin(), models.end());
+  Mapping mapping(value, allowed);
   ModelConfig model;
   if (const Value* onnx = mapping.Find("onnx")) {
     if (mapping.Find("builtin")) onnx->Fail("give model.builtin or model.onnx, not both");
-    // The file itself is read when the model is built (cli/model_factory.cc), which reports
-    // its problems with the file's name.
+    // The file itself is read by LoadConfig (its own batch) and when the model is built
+    // (cli/model_factory.cc), which report its problems with the file's name.
     model.onnx = ToString(*onnx);
     model.builtin.clear();
-    for (std::string_view section : kBuiltinModels) {
+    model.options = nullptr;
+    model.batch_size = 0;  // the file's own, for LoadConfig to read
+    for (std::string_view section : models) {
       if (const Value* sizes = mapping.Find(section)) {
         sizes->Fail(
             fmt::format("sizes of built-in model '{}' do not apply to model.onnx", section));
@@ -281,33 +275,34 @@ ModelConfig ReadModel(const Value& value) {
   } else {
     const Value& builtin = mapping.Require("builtin");
     model.builtin = ToString(builtin);
-    if (std::find(kBuiltinModels.begin(), kBuiltinModels.end(), model.builtin) ==
-        kBuiltinModels.end()) {
+    const graph::ModelEntry* entry = graph::FindBuiltinModel(model.builtin);
+    if (!entry) {
       builtin.Fail(fmt::format("unknown model {}; known models: {}", Quote(model.builtin),
-                               fmt::join(kBuiltinModels, ", ")));
+                               fmt::join(models, ", ")));
     }
+    // Only the section of the configured model may be given: another model's sizes would be
+    // silently ignored.
+    for (std::string_view section : models) {
+      if (section == model.builtin) continue;
+      if (const Value* other = mapping.Find(section)) {
+        other->Fail(fmt::format("sizes of model '{}', but model.builtin is {}", section,
+                                Quote(model.builtin)));
+      }
+    }
+    std::unique_ptr<graph::ModelOptions> options = entry->defaults();
+    if (const Value* section = mapping.Find(model.builtin)) ReadModelOptions(*section, *options);
+    model.batch_size = options->default_batch_size();
+    model.options = std::move(options);
   }
-  model.batch_size = DefaultBatchSize(model.builtin);
   ReadInteger(mapping, "batch_size", 1, &model.batch_size);
   ReadPositive(mapping, "learning_rate", &model.learning_rate);
   ReadUnsigned(mapping, "init_seed", &model.init_seed);
   ReadInteger(mapping, "replicas", 1, &model.replicas);
-  if (model.replicas > model.batch_size) {
+  if (model.batch_size > 0 && model.replicas > model.batch_size) {
     mapping.Find("replicas")
         ->Fail(fmt::format("{} replicas cannot share a batch of {}", model.replicas,
                            model.batch_size));
   }
-  if (const Value* lenet_value = mapping.Find("lenet")) {
-    Mapping lenet(*lenet_value,
-                  {"image_size", "conv1_channels", "conv2_channels", "hidden", "classes"});
-    // Below 16 pixels the second pooling layer of the d2l LeNet has nothing left to pool.
-    ReadInteger(lenet, "image_size", 16, &model.lenet.image_size);
-    ReadInteger(lenet, "conv1_channels", 1, &model.lenet.conv1_channels);
-    ReadInteger(lenet, "conv2_channels", 1, &model.lenet.conv2_channels);
-    ReadInteger(lenet, "hidden", 1, &model.lenet.hidden);
-    ReadInteger(lenet, "classes", 1, &model.lenet.classes);
-  }
-  ReadZooSizes(mapping, model);
   return model;
 }
 
@@ -533,6 +528,35 @@ Config ReadConfig(const YAML::Node& root, const std::string& file_name) {
   return config;
 }
 
+// An ONNX model without model.batch_size takes the batch its file fixes; a file whose batch axis
+// is dynamic needs one. Errors point at model.onnx.
+void ResolveOnnxBatch(Config& config, const std::string& text) {
+  YAML::Mark mark;  // of the key, as every error about a mapping entry
+  for (const auto& entry : YAML::Load(text)["model"]) {
+    if (entry.first.Scalar() == "onnx") mark = entry.first.Mark();
+  }
+  const std::string file = config.source.string();
+  auto fail = [&](const std::string& message) -> ConfigError {
+    return ConfigError(file, mark.line + 1, mark.column + 1, "model.onnx", message);
+  };
+  graph::OnnxBatch batch;
+  try {
+    batch = graph::ReadOnnxBatch(config.model.onnx);
+  } catch (const graph::GraphError& error) {
+    throw fail(error.what());
+  }
+  if (!batch.fixed) {
+    throw fail(
+        fmt::format("{}: input '{}' leaves its batch axis (axis 0) dynamic; set model.batch_size",
+                    config.model.onnx.string(), batch.input));
+  }
+  config.model.batch_size = *batch.fixed;
+  if (config.model.replicas > config.model.batch_size) {
+    throw fail(fmt::format("{} replicas cannot share the file's batch of {}; set model.batch_size",
+                           config.model.replicas, config.model.batch_size));
+  }
+}
+
 }  // namespace
 
 ConfigError::ConfigError(std::string file, int line, int column, std::string key_path,
@@ -585,6 +609,8 @@ Config LoadConfig(const std::filesystem::path& file) {
   if (!config.model.onnx.empty() && config.model.onnx.is_relative()) {
     config.model.onnx = (file.parent_path() / config.model.onnx).lexically_normal();
   }
+  if (!config.model.onnx.empty() && config.model.batch_size == 0)
+    ResolveOnnxBatch(config, text.str());
   return config;
 }
 
@@ -629,6 +655,97 @@ std::optional<int64_t> ParseByteSize(const std::string& text) {
   const double bytes = std::round(count * static_cast<double>(multiplier));
   if (bytes >= 0x1p63) return std::nullopt;
   return static_cast<int64_t>(bytes);
+}
+
+namespace {
+
+// A built-in model's fields as rows of the schema's tables.
+class FieldRows final : public graph::FieldVisitor {
+ public:
+  void Int(std::string_view key, int64_t& value, int64_t minimum,
+           std::string_view meaning) override {
+    Row(key, "integer", fmt::format("`{}`", value), fmt::format(">= {}", minimum), meaning);
+  }
+  void Positive(std::string_view key, double& value, std::string_view meaning) override {
+    const std::string shown =
+        value == std::floor(value) ? fmt::format("{:.1f}", value) : fmt::format("{}", value);
+    Row(key, "number", fmt::format("`{}`", shown), "> 0", meaning);
+  }
+  void Choice(std::string_view key, std::string& value,
+              const std::vector<std::string_view>& choices, std::string_view meaning) override {
+    std::vector<std::string> quoted;
+    for (std::string_view choice : choices) quoted.push_back(fmt::format("`{}`", choice));
+    std::string constraint;
+    for (size_t k = 0; k < quoted.size(); ++k) {
+      if (k > 0) constraint += k + 1 == quoted.size() ? " or " : ", ";
+      constraint += quoted[k];
+    }
+    Row(key, "string", fmt::format("`{}`", value), constraint, meaning);
+  }
+  const std::string& rows() const { return rows_; }
+
+ private:
+  void Row(std::string_view key, std::string_view type, const std::string& fallback,
+           const std::string& constraint, std::string_view meaning) {
+    rows_ +=
+        fmt::format("| `{}` | {} | {} | {} | {} |\n", key, type, fallback, constraint, meaning);
+  }
+  std::string rows_;
+};
+
+constexpr std::string_view kTableHead =
+    "| Key | Type | Default | Constraint | Meaning |\n|---|---|---|---|---|\n";
+
+}  // namespace
+
+std::string ModelSchemaMarkdown() {
+  std::vector<std::string> names, sections;
+  std::map<int64_t, std::vector<std::string>> by_batch;
+  for (const graph::ModelEntry& entry : graph::BuiltinModels()) {
+    names.push_back(fmt::format("`{}`", entry.name));
+    sections.push_back(fmt::format("`{}`", entry.name));
+    by_batch[entry.defaults()->default_batch_size()].push_back(std::string(entry.name));
+  }
+  std::vector<std::string> batches;
+  for (const auto& [batch, models] : by_batch) {
+    batches.push_back(fmt::format("`{}` ({})", batch, fmt::join(models, ", ")));
+  }
+  std::string text(kTableHead);
+  text += fmt::format(
+      "| `builtin` | string | — (required unless `onnx` is given) | one of: {} | built-in model "
+      "whose training step is placed (the registry: `graph/builtin_models.h`) |\n",
+      fmt::join(names, ", "));
+  text +=
+      "| `onnx` | string | (none) | an ONNX file; not together with `builtin` | the model of an "
+      "ONNX file instead of a built-in one (see [ONNX models](#onnx-models)); a relative path is "
+      "relative to the config file's folder |\n";
+  text += fmt::format(
+      "| `batch_size` | integer | the model's: {}; an ONNX file's own (the batch its inputs fix; "
+      "required when they leave it dynamic) | >= 1 | examples per training step; for an ONNX "
+      "file, the extent of axis 0 of every graph input |\n",
+      fmt::join(batches, ", "));
+  const ModelConfig defaults;
+  text += fmt::format(
+      "| `learning_rate` | number | `{}` | > 0 | SGD step size |\n"
+      "| `init_seed` | integer | `{}` | >= 0 | seed of the weight initialisation |\n"
+      "| `replicas` | integer | `{}` | >= 1, <= batch_size | for `evaluate`, `train`, `profile` "
+      "and `inspect`: run R replicas of the model, each on 1/R of the minibatch (even shards), "
+      "gradients all-reduced before the update; replica r's ops are named `r<r>/<op>`. A "
+      "placement file's `replicas:` key takes precedence. The search chooses the replica count "
+      "itself (`search.replicas`) |\n",
+      defaults.learning_rate, defaults.init_seed, defaults.replicas);
+  text += fmt::format(
+      "| {} | mapping | see below | | sizes of that built-in model. Only the section of the "
+      "model named by `builtin` may be given (another's would be silently unused) |\n",
+      fmt::join(sections, ", "));
+  for (const graph::ModelEntry& entry : graph::BuiltinModels()) {
+    std::unique_ptr<graph::ModelOptions> options = entry.defaults();
+    FieldRows rows;
+    options->Fields(rows);
+    text += fmt::format("\n### `model.{}`\n\n{}\n\n{}{}", entry.name, entry.description, kTableHead,
+                        rows.rows());
+  }
+  return text;
 }
 
 }  // namespace placer::config

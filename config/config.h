@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "graph/builtin_models.h"
+
 namespace placer::config {
 
 // Raised for any problem in a config file. what() reads "FILE:LINE:COLUMN: KEY.PATH: message", so a
@@ -28,62 +30,32 @@ class ConfigError : public std::runtime_error {
 
 // model: which network's training step is placed.
 struct ModelConfig {
-  std::string builtin = "lenet";  // model.builtin: name of a built-in model
+  // model.builtin: name of a built-in model (graph/builtin_models.h).
+  std::string builtin = "lenet";
   // model.onnx: an ONNX file instead (exactly one of builtin and onnx is given; builtin is then
   // empty), resolved against the config file's folder. model.batch_size sets its batch axis.
   std::filesystem::path onnx;
   // The model's name in reports: the built-in name, or the ONNX file's name without extension.
   std::string name() const { return onnx.empty() ? builtin : onnx.stem().string(); }
-  int64_t batch_size = 256;    // model.batch_size
+  // The built-in model's options, read from its section model.<builtin> over the defaults of its
+  // options struct (the registry's, graph/builtin_models.h); null for an ONNX model.
+  std::shared_ptr<const graph::ModelOptions> options = graph::FindBuiltinModel("lenet")->defaults();
+  // The options struct of the built-in model, when it is a T; throws std::logic_error otherwise.
+  template <typename T>
+  const T& options_as() const {
+    const T* typed = options ? options->As<T>() : nullptr;
+    if (!typed) throw std::logic_error("model.options is not of the type asked for");
+    return *typed;
+  }
+  // model.batch_size; by default the model's own: the built-in options struct's, or the batch an
+  // ONNX file fixes (LoadConfig reads it; ParseConfig leaves 0 for an ONNX model without one).
+  int64_t batch_size = 256;
   double learning_rate = 0.2;  // model.learning_rate (SGD)
   uint64_t init_seed = 0;      // model.init_seed: seed of the weight initialisation
   // model.replicas: R > 1 places R replicas of the model, each on 1/R of the minibatch, with
   // gradients summed across replicas, so that data parallelism and hybrids of data and model
   // parallelism are placements like any other.
   int replicas = 1;
-  // model.lenet: sizes of the d2l LeNet (defaults are the chapter's).
-  struct LeNet {
-    int64_t image_size = 28;
-    int64_t conv1_channels = 20;
-    int64_t conv2_channels = 50;
-    int64_t hidden = 128;
-    int64_t classes = 10;
-  } lenet;
-  // The model zoo (graph/zoo.h); defaults are the papers' sizes. model.batch_size defaults to the
-  // model's own (lenet 256, inception_v3 32, rnnlm 64, nmt 128, transformer 32).
-  struct InceptionV3 {  // model.inception_v3
-    int64_t image_size = 299;
-    int64_t classes = 1000;
-    double width_multiplier = 1.0;
-  } inception_v3;
-  struct RnnLm {  // model.rnnlm
-    int64_t time_steps = 40;
-    int64_t layers = 2;
-    int64_t hidden = 2048;
-    int64_t embedding = 1024;
-    int64_t vocab = 40000;
-    std::string cell = "gates";  // "gates" or "fused"
-  } rnnlm;
-  struct Nmt {  // model.nmt
-    int64_t layers = 2;
-    int64_t source_steps = 72;
-    int64_t target_steps = 72;
-    int64_t hidden = 1024;
-    int64_t embedding = 1024;
-    int64_t source_vocab = 32000;
-    int64_t target_vocab = 32000;
-    std::string cell = "gates";
-  } nmt;
-  struct Transformer {  // model.transformer
-    int64_t seq_length = 128;
-    int64_t layers = 12;
-    int64_t hidden = 768;
-    int64_t heads = 12;
-    int64_t ffn = 3072;
-    int64_t vocab = 30522;
-    int64_t max_positions = 512;
-    int64_t classes = 2;
-  } transformer;
 };
 
 // One entry of `devices:`.
@@ -169,8 +141,13 @@ struct Config {
 // malformed device names, unreadable, empty or non-YAML files.
 Config LoadConfig(const std::filesystem::path& file);
 
-// Same, from text (for tests); `file_name` is used in messages.
+// Same, from text (for tests); `file_name` is used in messages. Reads no other file: an ONNX
+// model's own batch is left for LoadConfig to read (batch_size 0).
 Config ParseConfig(const std::string& yaml_text, const std::string& file_name);
+
+// The model section of configs/SCHEMA.md as the registry and this reader define it: the `model`
+// table and one section per built-in model (config_test checks the file against it).
+std::string ModelSchemaMarkdown();
 
 // Parses "4GiB", "512MiB", "1.5GB", "1000000" into bytes; nullopt when malformed.
 std::optional<int64_t> ParseByteSize(const std::string& text);

@@ -1,10 +1,9 @@
 #include "graph/ir.h"
 
-#include <algorithm>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <queue>
 
 #include "graph/ops.h"
@@ -95,6 +94,9 @@ double Attributes::GetFloat(const std::string& name) const {
 }
 const std::vector<int64_t>& Attributes::GetInts(const std::string& name) const {
   return GetAttr<std::vector<int64_t>>(values_, name, "int list");
+}
+const std::vector<double>& Attributes::GetFloats(const std::string& name) const {
+  return GetAttr<std::vector<double>>(values_, name, "float list");
 }
 const std::string& Attributes::GetString(const std::string& name) const {
   return GetAttr<std::string>(values_, name, "string");
@@ -232,8 +234,10 @@ void Graph::Validate() const {
                                    ToString(node.phase), node.name));
     }
     std::vector<Shape> shapes;
+    std::vector<DType> dtypes;
     try {
       shapes = InferOutputShapes(*this, node);
+      dtypes = InferOutputDTypes(*this, node);
     } catch (const GraphError& error) {
       throw GraphError(fmt::format("op '{}' ({}): {}", node.name, node.type, error.what()));
     }
@@ -248,6 +252,12 @@ void Graph::Validate() const {
             fmt::format("op '{}' ({}): shape mismatch on output '{}': declared {}, "
                         "inputs imply {}",
                         node.name, node.type, out.name, ToString(out.shape), ToString(shapes[i])));
+      }
+      // Update ops write no outputs; gradients are float32 like the values they belong to.
+      if (node.phase == Phase::kForward && out.dtype != dtypes[i]) {
+        throw GraphError(fmt::format("op '{}' ({}): output '{}' is declared {}, its type makes {}",
+                                     node.name, node.type, out.name, ToString(out.dtype),
+                                     ToString(dtypes[i])));
       }
     }
   }

@@ -62,7 +62,7 @@ struct Tensor {
   TensorKind kind = TensorKind::kActivation;
   OpId producer = kNoOp;
   std::vector<OpId> consumers;  // distinct, in the order they were added
-  Initializer init;  // parameters only
+  Initializer init;             // parameters only
 
   int64_t bytes() const { return NumElements(shape) * ElementSize(dtype); }
 };
@@ -70,7 +70,8 @@ struct Tensor {
 enum class Phase : uint8_t { kForward, kBackward, kUpdate };
 const char* ToString(Phase phase);
 
-using AttrValue = std::variant<int64_t, double, std::vector<int64_t>, std::string>;
+using AttrValue =
+    std::variant<int64_t, double, std::vector<int64_t>, std::vector<double>, std::string>;
 
 class Attributes {
  public:
@@ -80,6 +81,7 @@ class Attributes {
   int64_t GetInt(const std::string& name) const;
   double GetFloat(const std::string& name) const;
   const std::vector<int64_t>& GetInts(const std::string& name) const;
+  const std::vector<double>& GetFloats(const std::string& name) const;
   const std::string& GetString(const std::string& name) const;
   const std::map<std::string, AttrValue>& values() const { return values_; }
 

@@ -27,8 +27,10 @@ TensorId ModelBuilder::Apply(const std::string& name, const std::string& type,
                              std::vector<TensorId> inputs, Attributes attrs) {
   Op op{.name = name, .type = type, .inputs = std::move(inputs), .attrs = std::move(attrs)};
   std::vector<Shape> shapes;
+  std::vector<DType> dtypes;
   try {
     shapes = InferOutputShapes(graph_, op);
+    dtypes = InferOutputDTypes(graph_, op);
   } catch (const GraphError& error) {
     throw GraphError(fmt::format("op '{}' ({}): {}", name, type, error.what()));
   }
@@ -36,7 +38,8 @@ TensorId ModelBuilder::Apply(const std::string& name, const std::string& type,
     throw GraphError(
         fmt::format("op '{}' ({}) has {} outputs; use ApplyMulti", name, type, shapes.size()));
   }
-  TensorId out = graph_.AddTensor(Tensor{.name = name, .shape = shapes.at(0)});
+  TensorId out =
+      graph_.AddTensor(Tensor{.name = name, .shape = shapes.at(0), .dtype = dtypes.at(0)});
   op.outputs = {out};
   graph_.AddOp(std::move(op));
   return out;
@@ -46,14 +49,16 @@ std::vector<TensorId> ModelBuilder::ApplyMulti(const std::string& name, const st
                                                std::vector<TensorId> inputs, Attributes attrs) {
   Op op{.name = name, .type = type, .inputs = std::move(inputs), .attrs = std::move(attrs)};
   std::vector<Shape> shapes;
+  std::vector<DType> dtypes;
   try {
     shapes = InferOutputShapes(graph_, op);
+    dtypes = InferOutputDTypes(graph_, op);
   } catch (const GraphError& error) {
     throw GraphError(fmt::format("op '{}' ({}): {}", name, type, error.what()));
   }
   for (size_t k = 0; k < shapes.size(); ++k) {
-    op.outputs.push_back(
-        graph_.AddTensor(Tensor{.name = fmt::format("{}:{}", name, k), .shape = shapes[k]}));
+    op.outputs.push_back(graph_.AddTensor(
+        Tensor{.name = fmt::format("{}:{}", name, k), .shape = shapes[k], .dtype = dtypes[k]}));
   }
   std::vector<TensorId> outputs = op.outputs;
   graph_.AddOp(std::move(op));
@@ -238,8 +243,19 @@ void CheckPositive(int64_t value, const char* what) {
 }
 }  // namespace
 
-Graph BuildLeNet(const LeNetOptions& o) {
-  CheckPositive(o.batch_size, "batch_size");
+void LeNetOptions::Fields(FieldVisitor& v) {
+  v.Int("image_size", image_size, 16,
+        "input height and width (one channel); smaller inputs leave nothing for the second "
+        "pooling layer");
+  v.Int("conv1_channels", conv1_channels, 1, "output channels of the first convolution");
+  v.Int("conv2_channels", conv2_channels, 1, "output channels of the second convolution");
+  v.Int("hidden", hidden, 1, "width of the hidden fully connected layer");
+  v.Int("classes", classes, 1, "width of the output layer");
+}
+
+Graph BuildLeNet(const LeNetOptions& options) {
+  LeNetOptions o = options;
+  CheckFields(o);
   Graph graph;
   ModelBuilder b(graph);
   TensorId x = b.Input("images", {o.batch_size, 1, o.image_size, o.image_size});

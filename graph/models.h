@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "graph/ir.h"
+#include "graph/model_options.h"
 
 namespace placer::graph {
 
@@ -25,6 +26,11 @@ struct LeNetOptions {
   double init_stddev = 0.01;
   int64_t loss_normalizer = 0;  // 0: the batch size; data-parallel shards use the global batch
   bool training_step = true;    // false: forward ops and the loss only
+
+  // The sizes a config sets (model.lenet), with their bounds (model_options.h).
+  void Fields(FieldVisitor& v);
+  std::optional<FieldError> Check() const { return std::nullopt; }
+  std::map<std::string, std::string> ExpertFacts() const { return {}; }
 };
 Graph BuildLeNet(const LeNetOptions& options);
 

@@ -215,7 +215,10 @@ void AppendBackwardAndUpdate(Graph& graph, double learning_rate,
       any = any || requires_grad[static_cast<size_t>(in)] ||
             graph.tensor(in).kind == TensorKind::kParameter;
     }
-    for (TensorId out : op.outputs) requires_grad[static_cast<size_t>(out)] = any;
+    // Integer tensors (indices, masks) carry no gradient, whatever they were computed from.
+    for (TensorId out : op.outputs) {
+      requires_grad[static_cast<size_t>(out)] = any && graph.tensor(out).dtype == DType::kFloat32;
+    }
   }
   for (TensorId id : graph.Parameters()) requires_grad[static_cast<size_t>(id)] = true;
 

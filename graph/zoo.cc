@@ -33,8 +33,6 @@ void CheckAtLeast(int64_t value, int64_t minimum, const char* what) {
   }
 }
 
-void CheckPositive(int64_t value, const char* what) { CheckAtLeast(value, 1, what); }
-
 // Ends the forward graph: the training step when asked for, then the checks every builder owes.
 Graph Finish(Graph graph, bool training_step, double learning_rate) {
   if (training_step) AppendBackwardAndUpdate(graph, learning_rate);
@@ -282,13 +280,21 @@ int64_t Normalizer(int64_t loss_normalizer, int64_t batch) {
 
 }  // namespace
 
-Graph BuildInceptionV3(const InceptionV3Options& o) {
-  CheckPositive(o.batch_size, "batch_size");
-  CheckAtLeast(o.image_size, 75, "image_size");
-  CheckPositive(o.classes, "classes");
-  if (!(o.width_multiplier > 0) || !std::isfinite(o.width_multiplier)) {
-    throw GraphError(fmt::format("width_multiplier must be positive, is {}", o.width_multiplier));
-  }
+void InceptionV3Options::Fields(FieldVisitor& v) {
+  v.Int("image_size", image_size, 75,
+        "input height and width (3 channels); below 75 the last blocks have nothing left");
+  v.Int("classes", classes, 1, "width of the classifier");
+  v.Positive("width_multiplier", width_multiplier,
+             "scales every layer's channels (rounded, at least 1), for small networks");
+}
+
+std::optional<FieldError> InceptionV3Options::Check() const { return std::nullopt; }
+
+std::map<std::string, std::string> InceptionV3Options::ExpertFacts() const { return {}; }
+
+Graph BuildInceptionV3(const InceptionV3Options& options) {
+  InceptionV3Options o = options;
+  CheckFields(o);
   Graph graph;
   ModelBuilder b(graph);
   InceptionBuilder net(b, o.width_multiplier);
@@ -319,13 +325,41 @@ Graph BuildInceptionV3(const InceptionV3Options& o) {
   return Finish(std::move(graph), o.training_step, o.learning_rate);
 }
 
-Graph BuildRnnLm(const RnnLmOptions& o) {
-  CheckPositive(o.batch_size, "batch_size");
-  CheckPositive(o.time_steps, "time_steps");
-  CheckPositive(o.layers, "layers");
-  CheckPositive(o.hidden, "hidden");
-  CheckPositive(o.embedding, "embedding");
-  CheckAtLeast(o.vocab, 2, "vocab");
+namespace {
+
+// The cell kind as a config names it.
+void CellField(FieldVisitor& v, LstmCellKind& cell) {
+  std::string name = ToString(cell);
+  v.Choice("cell", name, {"gates", "fused"},
+           "how an LSTM step appears in the graph: `gates` as 21 ops (per gate a Linear of the "
+           "input, a Linear of the state, their sum, the activation; then the cell and output "
+           "updates; the op-level graphs the papers placed), `fused` as one `LstmCell` op. Same "
+           "weights, same numbers");
+  cell = name == "fused" ? LstmCellKind::kFused : LstmCellKind::kGates;
+}
+
+std::map<std::string, std::string> Layers(int64_t layers) {
+  return {{"layers", std::to_string(layers)}};
+}
+
+}  // namespace
+
+void RnnLmOptions::Fields(FieldVisitor& v) {
+  v.Int("time_steps", time_steps, 1, "unrolled steps");
+  v.Int("layers", layers, 1, "LSTM layers");
+  v.Int("hidden", hidden, 1, "LSTM state size");
+  v.Int("embedding", embedding, 1, "word embedding size");
+  v.Int("vocab", vocab, 2, "vocabulary (embedding rows and softmax width)");
+  CellField(v, cell);
+}
+
+std::optional<FieldError> RnnLmOptions::Check() const { return std::nullopt; }
+
+std::map<std::string, std::string> RnnLmOptions::ExpertFacts() const { return Layers(layers); }
+
+Graph BuildRnnLm(const RnnLmOptions& options) {
+  RnnLmOptions o = options;
+  CheckFields(o);
   Graph graph;
   ModelBuilder b(graph);
   std::vector<TensorId> inputs =
@@ -347,15 +381,26 @@ Graph BuildRnnLm(const RnnLmOptions& o) {
   return Finish(std::move(graph), o.training_step, o.learning_rate);
 }
 
-Graph BuildNmt(const NmtOptions& o) {
-  CheckPositive(o.batch_size, "batch_size");
-  CheckPositive(o.layers, "layers");
-  CheckPositive(o.source_steps, "source_steps");
-  CheckPositive(o.target_steps, "target_steps");
-  CheckPositive(o.hidden, "hidden");
-  CheckPositive(o.embedding, "embedding");
-  CheckAtLeast(o.source_vocab, 2, "source_vocab");
-  CheckAtLeast(o.target_vocab, 2, "target_vocab");
+void NmtOptions::Fields(FieldVisitor& v) {
+  v.Int("layers", layers, 1, "LSTM layers of the encoder and of the decoder (the papers: 2, 4, 8)");
+  v.Int("source_steps", source_steps, 1, "unrolled encoder steps");
+  v.Int("target_steps", target_steps, 1,
+        "unrolled decoder steps. The papers unroll 40 to 50 steps; 72 gives the op count of their "
+        "graphs, whose gradients had several ops per forward op where this IR has one");
+  v.Int("hidden", hidden, 1, "LSTM state size");
+  v.Int("embedding", embedding, 1, "word embedding size");
+  v.Int("source_vocab", source_vocab, 2, "source vocabulary");
+  v.Int("target_vocab", target_vocab, 2, "target vocabulary (softmax width)");
+  CellField(v, cell);
+}
+
+std::optional<FieldError> NmtOptions::Check() const { return std::nullopt; }
+
+std::map<std::string, std::string> NmtOptions::ExpertFacts() const { return Layers(layers); }
+
+Graph BuildNmt(const NmtOptions& options) {
+  NmtOptions o = options;
+  CheckFields(o);
   const int64_t batch = o.batch_size, hidden = o.hidden;
   Graph graph;
   ModelBuilder b(graph);
@@ -404,20 +449,37 @@ Graph BuildNmt(const NmtOptions& o) {
   return Finish(std::move(graph), o.training_step, o.learning_rate);
 }
 
-Graph BuildTransformerEncoder(const TransformerOptions& o) {
-  CheckPositive(o.batch_size, "batch_size");
-  CheckPositive(o.seq_length, "seq_length");
-  CheckPositive(o.layers, "layers");
-  CheckPositive(o.hidden, "hidden");
-  CheckPositive(o.heads, "heads");
-  CheckPositive(o.ffn, "ffn");
-  CheckPositive(o.vocab, "vocab");
-  CheckAtLeast(o.max_positions, o.seq_length, "max_positions");
-  CheckPositive(o.type_vocab, "type_vocab");
-  CheckPositive(o.classes, "classes");
-  if (o.hidden % o.heads != 0) {
-    throw GraphError(fmt::format("heads ({}) must divide hidden ({})", o.heads, o.hidden));
+void TransformerOptions::Fields(FieldVisitor& v) {
+  v.Int("seq_length", seq_length, 1, "tokens per sequence (at most max_positions)");
+  v.Int("layers", layers, 1, "encoder layers");
+  v.Int("hidden", hidden, 1, "model width (divisible by heads)");
+  v.Int("heads", heads, 1, "attention heads");
+  v.Int("ffn", ffn, 1, "feed-forward width");
+  v.Int("vocab", vocab, 1, "word embedding rows");
+  v.Int("max_positions", max_positions, 1, "position embedding rows (at least seq_length)");
+  v.Int("classes", classes, 1, "classifier width");
+}
+
+std::optional<FieldError> TransformerOptions::Check() const {
+  if (hidden % heads != 0) {
+    return FieldError{{"heads"}, fmt::format("{} heads do not divide hidden {}", heads, hidden)};
   }
+  if (max_positions < seq_length) {
+    return FieldError{
+        {"max_positions", "seq_length"},
+        fmt::format("seq_length {} exceeds max_positions {}", seq_length, max_positions)};
+  }
+  return std::nullopt;
+}
+
+std::map<std::string, std::string> TransformerOptions::ExpertFacts() const {
+  return Layers(layers);
+}
+
+Graph BuildTransformerEncoder(const TransformerOptions& options) {
+  TransformerOptions o = options;
+  CheckFields(o);
+  CheckAtLeast(o.type_vocab, 1, "type_vocab");
   const int64_t batch = o.batch_size, seq = o.seq_length, d = o.hidden, heads = o.heads;
   const int64_t head_size = d / heads;
   constexpr double kStddev = 0.02;    // BERT's initializer_range

@@ -18,8 +18,12 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
 
 #include "graph/ir.h"
+#include "graph/model_options.h"
 
 namespace placer::graph {
 
@@ -36,6 +40,10 @@ enum class LstmCellKind {
 };
 const char* ToString(LstmCellKind kind);
 
+// The configurable fields of every options struct below (model_options.h): Fields() lists them
+// with their bounds; Check() the constraints across fields; ExpertFacts() what expert placements
+// may condition on.
+
 // torchvision's Inception-V3 (Szegedy et al. 2016) without the auxiliary classifier: every
 // convolution is BasicConv2d (conv without bias, batch norm with epsilon 0.001, ReLU); dropout is
 // left out (it changes no shape and no placement). At 299x299 and 1000 classes it has exactly
@@ -49,6 +57,9 @@ struct InceptionV3Options {
   double learning_rate = 0.1;
   int64_t loss_normalizer = 0;  // 0: the batch size; data-parallel shards use the global batch
   bool training_step = true;    // false: forward ops and the loss only
+  void Fields(FieldVisitor& v);
+  std::optional<FieldError> Check() const;
+  std::map<std::string, std::string> ExpertFacts() const;
 };
 Graph BuildInceptionV3(const InceptionV3Options& options);
 
@@ -67,6 +78,9 @@ struct RnnLmOptions {
   double learning_rate = 0.1;
   int64_t loss_normalizer = 0;
   bool training_step = true;
+  void Fields(FieldVisitor& v);
+  std::optional<FieldError> Check() const;
+  std::map<std::string, std::string> ExpertFacts() const;
 };
 Graph BuildRnnLm(const RnnLmOptions& options);
 
@@ -98,6 +112,9 @@ struct NmtOptions {
   double learning_rate = 0.1;
   int64_t loss_normalizer = 0;
   bool training_step = true;
+  void Fields(FieldVisitor& v);
+  std::optional<FieldError> Check() const;
+  std::map<std::string, std::string> ExpertFacts() const;
 };
 Graph BuildNmt(const NmtOptions& options);
 
@@ -122,6 +139,9 @@ struct TransformerOptions {
   double learning_rate = 0.1;
   int64_t loss_normalizer = 0;
   bool training_step = true;
+  void Fields(FieldVisitor& v);
+  std::optional<FieldError> Check() const;
+  std::map<std::string, std::string> ExpertFacts() const;
 };
 Graph BuildTransformerEncoder(const TransformerOptions& options);
 

@@ -499,6 +499,10 @@ struct Executor::Impl {
   }
 
   // ---- op execution ----
+  // The step being run, counted from 0 (random ops draw per step). Written before the workers
+  // wake, read by them while it stays fixed.
+  uint64_t Step() const { return generation - 1; }
+
   void RunOp(OpId id, int device) {
     const Op& op = graph.op(id);
     std::vector<at::Tensor> inputs;
@@ -513,7 +517,7 @@ struct Executor::Impl {
       // Gradient plumbing (sums, the ring all-reduce's chunks): kernels on gradients, no autograd.
       at::NoGradGuard no_grad;
       std::vector<at::Tensor> outputs =
-          RunForwardKernel(op, inputs, TorchDevice(devices[static_cast<size_t>(device)]));
+          RunForwardKernel(op, inputs, TorchDevice(devices[static_cast<size_t>(device)]), Step());
       for (size_t k = 0; k < outputs.size(); ++k) PublishOutput(op.outputs[k], device, outputs[k]);
     } else if (op.phase == Phase::kBackward) {
       RunBackward(id, device, inputs);
@@ -544,11 +548,13 @@ struct Executor::Impl {
           state.leaves.push_back(inputs[i]);
         }
       }
-      outputs = RunForwardKernel(op, inputs, TorchDevice(devices[static_cast<size_t>(device)]));
+      outputs =
+          RunForwardKernel(op, inputs, TorchDevice(devices[static_cast<size_t>(device)]), Step());
       state.outputs = outputs;
     } else {
       at::NoGradGuard no_grad;
-      outputs = RunForwardKernel(op, inputs, TorchDevice(devices[static_cast<size_t>(device)]));
+      outputs =
+          RunForwardKernel(op, inputs, TorchDevice(devices[static_cast<size_t>(device)]), Step());
     }
     for (size_t k = 0; k < outputs.size(); ++k) {
       TensorId t = op.outputs[k];
@@ -574,14 +580,18 @@ struct Executor::Impl {
       if (forward.type == graph::op_types::kSoftmaxCrossEntropy) {
         grad_outputs[k] = at::ones_like(state.outputs[k]);
       }
-      if (grad_outputs[k].defined()) {
+      // An output that does not depend differentiably on the inputs (Hardmax, an integer
+      // result) passes no gradient back.
+      if (grad_outputs[k].defined() && state.outputs[k].requires_grad()) {
         roots.push_back(state.outputs[k]);
         root_grads.push_back(grad_outputs[k]);
       }
     }
-    std::vector<at::Tensor> grads =
-        torch::autograd::grad(roots, state.leaves, root_grads, /*retain_graph=*/false,
-                              /*create_graph=*/false, /*allow_unused=*/true);
+    std::vector<at::Tensor> grads(state.leaves.size());
+    if (!roots.empty()) {
+      grads = torch::autograd::grad(roots, state.leaves, root_grads, /*retain_graph=*/false,
+                                    /*create_graph=*/false, /*allow_unused=*/true);
+    }
     for (size_t i = 0; i < op.outputs.size(); ++i) {
       PublishOutput(op.outputs[i], device,
                     grads[i].defined() ? grads[i] : at::zeros_like(state.leaves[i]));

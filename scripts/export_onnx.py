@@ -5,24 +5,38 @@ Run it with the project's Python (scripts/lib.sh: placer_python), which scripts/
 with torch, torchvision and onnx:
 
     source scripts/lib.sh && "$(placer_python)" scripts/export_onnx.py --out DIR [MODEL ...]
+    source scripts/lib.sh && "$(placer_python)" scripts/export_onnx.py --suite --out DIR [MODEL ...]
 
-For each model it writes, into DIR:
-  <model>.onnx         the model (TorchScript-based exporter, batch axis dynamic)
+Every export has a dynamic batch axis (dynamic_axes={input: {0: "batch"}}), so that placer can load
+it with any batch; --static-batch exports with the batch of the example input fixed instead, as
+torch.onnx.export does without dynamic_axes (placer then takes only that batch when the export
+baked it into shape constants).
+
+Fixtures (the default): for each model it writes into DIR
+  <model>.onnx         the model (TorchScript-based exporter)
   <model>.input.pb     an input minibatch (ONNX TensorProto, named after the graph input)
   <model>.output.pb    PyTorch's own output for that input (to compare the loader's forward with)
 and lenet_stripped.onnx, the LeNet with every initializer's data removed (dims kept), which the
-loader initialises itself.
+loader initialises itself. Models: lenet (the d2l LeNet of graph::BuildLeNet, same layer names),
+resnet18 (torchvision, eval mode: the exporter folds BatchNorm into the convolutions), transformer
+(token embedding, nn.TransformerEncoder of 2 layers, mean over the sequence, linear classifier),
+lstm (2-layer bidirectional nn.LSTM on float sequences, classifier on the last step),
+transformer_static (the transformer with its batch of 4 fixed, and baked into Reshape constants by
+the exporter) and towers (4 independent MLP towers of 4 x Linear 1024 + ReLU and a classifier each,
+on one shared input of 1024 features, their logits summed; 16.8 M parameters, 67 MB).
+bench/search_suite.py places resnet18, transformer and towers on simulated GPUs.
+Weights are random with a fixed seed; every parameter and buffer is perturbed so that no two are
+equal (the exporter would merge equal initializers). The reference minibatch has another batch size
+than the export, so that loading it exercises the dynamic batch axis.
 
-Models: lenet (the d2l LeNet of graph::BuildLeNet, same layer names), resnet18 (torchvision, eval
-mode: the exporter folds BatchNorm into the convolutions), transformer (token embedding,
-nn.TransformerEncoder of 2 layers, mean over the sequence, linear classifier) and lstm (2-layer
-bidirectional nn.LSTM on float sequences, classifier on the last step). Weights are random with a
-fixed seed; every parameter and buffer is perturbed so that no two are equal (the exporter would
-merge equal initializers). The reference minibatch has another batch size than the export, so
-that loading it exercises the dynamic batch axis.
+--suite: the model suite (scripts/onnx_suite.py says how each is exported and what its
+<model>.reference.onnx holds): torchvision's resnet18, resnet50, vgg11, densenet121, googlenet,
+inception_v3, mobilenet_v2, mobilenet_v3_small, efficientnet_b0, shufflenet_v2_x1_0,
+squeezenet1_1, regnet_y_400mf, convnext_tiny and vit_b_16, a torch.nn.Transformer
+encoder-decoder (transformer_seq2seq), and LSTM and GRU language models (lstm_lm, gru_lm).
 
-Re-running is cheap: a stamp file records what was written, by which script and torch version, and
-nothing is redone while it matches.
+Re-running is cheap: a stamp per model records the scripts and package versions it was written
+with, and nothing is redone while it matches.
 """
 
 import argparse
@@ -33,7 +47,15 @@ import os
 import sys
 import warnings
 
-MODELS = ("lenet", "resnet18", "transformer", "lstm")
+MODELS = ("lenet", "resnet18", "transformer", "lstm", "transformer_static", "towers")
+# towers: TOWERS independent MLPs of TOWER_LAYERS x (Linear TOWER_WIDTH + ReLU) and a classifier
+# each, all reading the same input, their logits summed. Its best placement is plain (one tower per
+# device), and data parallelism pays for all-reducing its 16.8 M parameters: bench/search_suite.py
+# places it on simulated 4- and 8-GPU machines.
+TOWERS = 4
+TOWER_LAYERS = 4
+TOWER_WIDTH = 1024
+STATIC_BATCH = 4  # transformer_static's
 EXPORT_BATCH = 2
 REFERENCE_BATCH = 3
 
@@ -67,7 +89,7 @@ def build(name, torch, nn):
             lambda b: torch.randn(b, 3, 64, 64),
             "images",
         )
-    if name == "transformer":
+    if name in ("transformer", "transformer_static"):
 
         class Encoder(nn.Module):
             def __init__(self):
@@ -96,10 +118,31 @@ def build(name, torch, nn):
                 return self.head(y[:, -1])
 
         return Tagger(), lambda b: torch.randn(b, 5, 8), "sequence"
+    if name == "towers":
+
+        class Towers(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.towers = nn.ModuleList(
+                    nn.Sequential(
+                        *[m for _ in range(TOWER_LAYERS)
+                          for m in (nn.Linear(TOWER_WIDTH, TOWER_WIDTH), nn.ReLU())],
+                        nn.Linear(TOWER_WIDTH, 10),
+                    )
+                    for _ in range(TOWERS)
+                )
+
+            def forward(self, x):
+                logits = self.towers[0](x)
+                for tower in self.towers[1:]:
+                    logits = logits + tower(x)
+                return logits
+
+        return Towers(), lambda b: torch.randn(b, TOWER_WIDTH), "features"
     raise ValueError(name)
 
 
-def export(name, out, torch, nn, onnx, numpy_helper):
+def export(name, out, torch, nn, onnx, numpy_helper, dynamic=True):
     torch.manual_seed(0)
     model, make_input, input_name = build(name, torch, nn)
     with torch.no_grad():
@@ -112,7 +155,8 @@ def export(name, out, torch, nn, onnx, numpy_helper):
             if isinstance(module, nn.BatchNorm2d):
                 module.running_var.uniform_(0.5, 1.5)
     model.eval()
-    example = make_input(EXPORT_BATCH)
+    dynamic = dynamic and name != "transformer_static"
+    example = make_input(EXPORT_BATCH if dynamic else STATIC_BATCH)
     path = os.path.join(out, name + ".onnx")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -123,9 +167,9 @@ def export(name, out, torch, nn, onnx, numpy_helper):
             dynamo=False,
             input_names=[input_name],
             output_names=["logits"],
-            dynamic_axes={input_name: {0: "batch"}, "logits": {0: "batch"}},
+            dynamic_axes={input_name: {0: "batch"}, "logits": {0: "batch"}} if dynamic else None,
         )
-    reference = make_input(REFERENCE_BATCH)
+    reference = make_input(REFERENCE_BATCH if dynamic else STATIC_BATCH)
     with torch.no_grad():
         expected = model(reference)
     for suffix, tensor, tensor_name in (
@@ -148,15 +192,29 @@ def strip(source, target, onnx):
     onnx.save(model, target)
 
 
+def file_hash(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
 def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, here)
+    import onnx_suite
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True, help="directory to write into")
-    parser.add_argument("models", nargs="*", metavar="MODEL", help=f"any of {', '.join(MODELS)}")
+    parser.add_argument("--suite", action="store_true", help="export the model suite")
+    parser.add_argument("--static-batch", action="store_true",
+                        help="fix the batch axis at the example's (no dynamic_axes)")
+    parser.add_argument("models", nargs="*", metavar="MODEL",
+                        help=f"fixtures: {', '.join(MODELS)}; suite: {', '.join(onnx_suite.SUITE)}")
     args = parser.parse_args()
+    known = list(onnx_suite.SUITE) if args.suite else list(MODELS)
     for name in args.models:
-        if name not in MODELS:
-            parser.error(f"unknown model '{name}'; known: {', '.join(MODELS)}")
-    args.models = args.models or list(MODELS)
+        if name not in known:
+            parser.error(f"unknown model '{name}'; known: {', '.join(known)}")
+    args.models = args.models or known
     setup_hint = (
         "run scripts/setup.sh (it installs torch, torchvision and onnx into the project's Python)"
     )
@@ -166,20 +224,30 @@ def main():
     except importlib.metadata.PackageNotFoundError as error:
         sys.exit(f"export_onnx.py: package {error} is missing; {setup_hint}")
     os.makedirs(args.out, exist_ok=True)
-    with open(__file__, "rb") as f:
-        script = hashlib.sha256(f.read()).hexdigest()
-    stamp_path = os.path.join(args.out, "export_onnx.stamp")
-    stamp = {"script": script, "versions": versions, "models": sorted(args.models)}
-    expected_files = [f"{m}.{s}" for m in args.models for s in ("onnx", "input.pb", "output.pb")]
-    if "lenet" in args.models:
-        expected_files.append("lenet_stripped.onnx")
-    try:
-        with open(stamp_path) as f:
-            done = json.load(f)
-        if done == stamp and all(os.path.exists(os.path.join(args.out, p)) for p in expected_files):
-            return
-    except (OSError, ValueError):
-        pass
+    stamp = {
+        "scripts": [file_hash(__file__), file_hash(os.path.join(here, "onnx_suite.py"))],
+        "versions": versions,
+        "static_batch": args.static_batch,
+    }
+
+    def outputs(name):
+        if args.suite:
+            return [f"{name}.onnx", f"{name}.reference.onnx"]
+        files = [f"{name}.{s}" for s in ("onnx", "input.pb", "output.pb")]
+        return files + (["lenet_stripped.onnx"] if name == "lenet" else [])
+
+    def up_to_date(name):
+        try:
+            with open(os.path.join(args.out, f"{name}.stamp")) as f:
+                done = json.load(f)
+        except (OSError, ValueError):
+            return False
+        return done == stamp and all(os.path.exists(os.path.join(args.out, p))
+                                     for p in outputs(name))
+
+    todo = [name for name in args.models if not up_to_date(name)]
+    if not todo:
+        return
     try:
         import torch
         import torch.nn as nn
@@ -188,14 +256,21 @@ def main():
     except ImportError as error:
         sys.exit(f"export_onnx.py: {error}; {setup_hint}")
     torch.set_num_threads(1)
-    for name in args.models:
-        export(name, args.out, torch, nn, onnx, numpy_helper)
+    for name in todo:
+        if args.suite:
+            model, spec = onnx_suite.export(name, os.path.join(args.out, f"{name}.onnx"), torch,
+                                            nn, dynamic=not args.static_batch)
+            onnx_suite.write_reference(model, spec,
+                                       os.path.join(args.out, f"{name}.reference.onnx"), torch,
+                                       nn, onnx, numpy_helper)
+        else:
+            export(name, args.out, torch, nn, onnx, numpy_helper, dynamic=not args.static_batch)
+            if name == "lenet":
+                strip(os.path.join(args.out, "lenet.onnx"),
+                      os.path.join(args.out, "lenet_stripped.onnx"), onnx)
+        with open(os.path.join(args.out, f"{name}.stamp"), "w") as f:
+            json.dump(stamp, f)
         print(f"export_onnx.py: wrote {name}.onnx", file=sys.stderr)
-    if "lenet" in args.models:
-        strip(os.path.join(args.out, "lenet.onnx"), os.path.join(args.out, "lenet_stripped.onnx"),
-              onnx)
-    with open(stamp_path, "w") as f:
-        json.dump(stamp, f)
 
 
 if __name__ == "__main__":

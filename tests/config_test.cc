@@ -1,13 +1,19 @@
 #include "config/config.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <tuple>
+
+#include "graph/builtin_models.h"
+#include "graph/models.h"
 
 namespace placer::config {
 namespace {
@@ -43,11 +49,11 @@ TEST(ConfigTest, DefaultLeNetConfigLoads) {
   EXPECT_EQ(config.model.builtin, "lenet");
   EXPECT_EQ(config.model.batch_size, 256);
   EXPECT_DOUBLE_EQ(config.model.learning_rate, 0.2);
-  EXPECT_EQ(config.model.lenet.image_size, 28);
-  EXPECT_EQ(config.model.lenet.conv1_channels, 20);
-  EXPECT_EQ(config.model.lenet.conv2_channels, 50);
-  EXPECT_EQ(config.model.lenet.hidden, 128);
-  EXPECT_EQ(config.model.lenet.classes, 10);
+  EXPECT_EQ(config.model.options_as<graph::LeNetOptions>().image_size, 28);
+  EXPECT_EQ(config.model.options_as<graph::LeNetOptions>().conv1_channels, 20);
+  EXPECT_EQ(config.model.options_as<graph::LeNetOptions>().conv2_channels, 50);
+  EXPECT_EQ(config.model.options_as<graph::LeNetOptions>().hidden, 128);
+  EXPECT_EQ(config.model.options_as<graph::LeNetOptions>().classes, 10);
   ASSERT_FALSE(config.devices.automatic);
   ASSERT_EQ(config.devices.devices.size(), 2u);
   EXPECT_EQ(config.devices.devices[0].name, "cpu:0");
@@ -78,7 +84,8 @@ TEST(ConfigTest, OmittedSectionsKeepDefaults) {
   EXPECT_EQ(config.model.batch_size, defaults.model.batch_size);
   EXPECT_DOUBLE_EQ(config.model.learning_rate, defaults.model.learning_rate);
   EXPECT_EQ(config.model.init_seed, defaults.model.init_seed);
-  EXPECT_EQ(config.model.lenet.image_size, defaults.model.lenet.image_size);
+  EXPECT_EQ(config.model.options_as<graph::LeNetOptions>().image_size,
+            defaults.model.options_as<graph::LeNetOptions>().image_size);
   EXPECT_TRUE(config.devices.automatic);
   EXPECT_TRUE(config.devices.devices.empty());
   EXPECT_EQ(config.measurement.warmup_steps, defaults.measurement.warmup_steps);
@@ -97,8 +104,8 @@ TEST(ConfigTest, PartialSectionsAndEmptySections) {
                                         "measurement:\n"
                                         "search:\n  seed: 18446744073709551615\n",
                                     "partial.yaml");
-  EXPECT_EQ(config.model.lenet.hidden, 64);
-  EXPECT_EQ(config.model.lenet.classes, 10);
+  EXPECT_EQ(config.model.options_as<graph::LeNetOptions>().hidden, 64);
+  EXPECT_EQ(config.model.options_as<graph::LeNetOptions>().classes, 10);
   EXPECT_EQ(config.measurement.timed_steps, MeasurementConfig{}.timed_steps);
   EXPECT_EQ(config.search.seed, UINT64_MAX);
   EXPECT_EQ(config.search.policy_steps, SearchConfig{}.policy_steps);
@@ -392,6 +399,37 @@ TEST(LoadConfigTest, RandomBytesAreAnErrorNotACrash) {
     } catch (const ConfigError& error) {
       EXPECT_TRUE(Contains(error.what(), file.path().string())) << error.what();
     }
+  }
+}
+
+// configs/SCHEMA.md documents the model section from the same registry the reader reads: its
+// generated block is what ModelSchemaMarkdown() makes now (PLACER_REGENERATE_SCHEMA=1 rewrites
+// it), so no model name, default or bound is written by hand there.
+TEST(SchemaTest, ModelSectionOfTheSchemaIsTheRegistrys) {
+  const fs::path file = fs::path(PLACER_SOURCE_DIR) / "configs" / "SCHEMA.md";
+  std::ifstream in(file);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  std::string text = buffer.str();
+  const std::string begin_marker = "<!-- generated:";
+  const std::string end_marker = "<!-- end of the generated block -->";
+  const size_t begin = text.find('\n', text.find(begin_marker));
+  const size_t end = text.find(end_marker);
+  ASSERT_NE(text.find(begin_marker), std::string::npos) << file << " has no generated block";
+  ASSERT_NE(end, std::string::npos) << file << " does not end its generated block";
+  const std::string generated = ModelSchemaMarkdown();
+  if (std::getenv("PLACER_REGENERATE_SCHEMA")) {
+    text.replace(begin + 1, end - begin - 1, generated);
+    std::ofstream(file) << text;
+    GTEST_SKIP() << "rewrote the generated block of " << file;
+  }
+  EXPECT_EQ(text.substr(begin + 1, end - begin - 1), generated)
+      << file << " is out of date; regenerate it with PLACER_REGENERATE_SCHEMA=1 "
+      << "build/tests/config_test --gtest_filter=SchemaTest.*";
+  // Every built-in model has a section, and the reader knows exactly those.
+  for (std::string_view name : graph::BuiltinModelNames()) {
+    EXPECT_TRUE(Contains(generated, fmt::format("### `model.{}`", name))) << name;
+    EXPECT_NO_THROW(ParseConfig(fmt::format("model:\n  builtin: {}\n", name), "c.yaml")) << name;
   }
 }
 

@@ -40,8 +40,10 @@ std::vector<TensorId> ApplyMulti(graph::Graph& g, const std::string& name, const
                                  std::vector<TensorId> inputs, Attributes attrs = {}) {
   graph::Op op{.name = name, .type = type, .inputs = std::move(inputs), .attrs = std::move(attrs)};
   std::vector<Shape> shapes = graph::InferOutputShapes(g, op);
+  std::vector<DType> dtypes = graph::InferOutputDTypes(g, op);
   for (size_t k = 0; k < shapes.size(); ++k) {
-    op.outputs.push_back(g.AddTensor({.name = name + ":" + std::to_string(k), .shape = shapes[k]}));
+    op.outputs.push_back(g.AddTensor(
+        {.name = name + ":" + std::to_string(k), .shape = shapes[k], .dtype = dtypes[k]}));
   }
   g.AddOp(op);
   return op.outputs;
@@ -62,6 +64,26 @@ TensorId ConstantScalar(graph::ModelBuilder& b, const std::string& name, float v
   std::memcpy(bytes.data(), &value, sizeof(float));
   return b.Apply(name, ops::kConstant, {},
                  Attrs({{"shape", std::vector<int64_t>{}}, {"values", bytes}}));
+}
+
+TensorId IntConstant(graph::ModelBuilder& b, const std::string& name, const Shape& shape,
+                     const std::vector<int64_t>& values) {
+  std::string bytes(values.size() * sizeof(int64_t), '\0');
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  return b.Apply(name, ops::kConstant, {},
+                 Attrs({{"shape", shape}, {"values", bytes}, {"dtype", std::string("int64")}}));
+}
+
+// Flattens every piece to [batch, -1] and concatenates them for one loss head.
+TensorId Join(graph::ModelBuilder& b, graph::Graph& g, const std::vector<TensorId>& pieces) {
+  std::vector<TensorId> flat;
+  for (TensorId piece : pieces) {
+    const Shape shape = g.tensor(piece).shape;
+    flat.push_back(shape.size() == 2
+                       ? piece
+                       : b.Apply(g.tensor(piece).name + ".flat", ops::kFlatten, {piece}));
+  }
+  return b.Apply("joined", ops::kConcat, flat, Attrs({{"axis", int64_t{1}}}));
 }
 
 TensorId Loss(graph::ModelBuilder& b, graph::Graph& g, TensorId features, int64_t classes) {
@@ -194,6 +216,262 @@ graph::Graph LstmNet() {
   return g;
 }
 
+// Every elementwise op type on a [4, 6] activation that depends on a weight: unary functions (on
+// inputs inside their domains), binary arithmetic, comparisons and logic feeding masks, Where,
+// Clip, Cast and a seeded Dropout.
+graph::Graph ElementwiseNet() {
+  graph::Graph g;
+  graph::ModelBuilder b(g);
+  TensorId x = b.Input("x", {4, 6});
+  TensorId h = b.Apply("h", ops::kMul, {x, Weight(b, "w", {4, 6})});
+  TensorId positive =
+      b.Apply("positive", ops::kAdd,
+              {b.Apply("softplus_h", ops::kSoftplus, {h}), ConstantScalar(b, "c1", 1.5f)});
+  TensorId unit = b.Apply("unit", ops::kMul,
+                          {b.Apply("tanh_h", ops::kTanh, {h}), ConstantScalar(b, "c09", 0.9f)});
+  std::vector<TensorId> pieces;
+  auto unary = [&](const char* type, TensorId in, Attributes attrs = {}) {
+    pieces.push_back(
+        b.Apply(fmt::format("{}{}", type, pieces.size()), type, {in}, std::move(attrs)));
+  };
+  for (const char* type :
+       {ops::kRelu,        ops::kSigmoid,   ops::kGelu,     ops::kErf,   ops::kExp,
+        ops::kNeg,         ops::kIdentity,  ops::kAbs,      ops::kSign,  ops::kSin,
+        ops::kCos,         ops::kAtan,      ops::kSinh,     ops::kAsinh, ops::kFloor,
+        ops::kCeil,        ops::kRound,     ops::kSoftsign, ops::kMish,  ops::kHardSwish,
+        ops::kHardSigmoid, ops::kLeakyRelu, ops::kElu,      ops::kSelu,  ops::kCelu}) {
+    unary(type, h);
+  }
+  unary(ops::kGelu, h, Attrs({{"approximate", std::string("tanh")}}));
+  unary(ops::kThresholdedRelu, h, Attrs({{"alpha", 0.1}}));
+  unary(ops::kShrink, h, Attrs({{"bias", 0.1}, {"lambd", 0.2}}));
+  unary(ops::kClip, h, Attrs({{"min", -0.2}, {"max", 0.3}}));
+  unary(ops::kDropout, h, Attrs({{"ratio", 0.3}, {"seed", int64_t{7}}}));
+  for (const char* type : {ops::kSqrt, ops::kLog, ops::kReciprocal, ops::kAcosh, ops::kCosh}) {
+    unary(type, positive);
+  }
+  for (const char* type : {ops::kAsin, ops::kAcos, ops::kAtanh, ops::kTan}) unary(type, unit);
+  auto binary = [&](const char* type, TensorId left, TensorId right, Attributes attrs = {}) {
+    pieces.push_back(
+        b.Apply(fmt::format("{}{}", type, pieces.size()), type, {left, right}, std::move(attrs)));
+    return pieces.back();
+  };
+  binary(ops::kMax, h, x);
+  binary(ops::kMin, h, x);
+  binary(ops::kMod, h, ConstantScalar(b, "c07", 0.7f), Attrs({{"fmod", int64_t{1}}}));
+  binary(ops::kPow, positive, ConstantScalar(b, "c15", 1.5f));
+  binary(ops::kPRelu, h, Weight(b, "slope", {6}));
+  binary(ops::kDiv, h, positive);
+  binary(ops::kSub, h, x);
+  // Masks: integer 0/1 tensors, combined, cast back to float and multiplied in.
+  TensorId less = b.Apply("less", ops::kLess, {h, x});
+  TensorId greater = b.Apply("greater", ops::kGreater, {h, x});
+  TensorId mask = b.Apply(
+      "mask", ops::kOr,
+      {b.Apply("both", ops::kAnd, {less, b.Apply("le", ops::kLessOrEqual, {h, x})}),
+       b.Apply("either", ops::kXor, {greater, b.Apply("ge", ops::kGreaterOrEqual, {x, h})})});
+  mask = b.Apply("mask_eq", ops::kOr,
+                 {b.Apply("not", ops::kNot, {mask}), b.Apply("eq", ops::kEqual, {h, h})});
+  TensorId weights =
+      b.Apply("mask_float", ops::kCast, {mask}, Attrs({{"to", std::string("float32")}}));
+  binary(ops::kMul, h, weights);
+  pieces.push_back(b.Apply("where", ops::kWhere, {less, h, x}));
+  TensorId special =
+      b.Apply("special", ops::kAdd,
+              {b.Apply("isnan", ops::kIsNaN, {h}), b.Apply("isinf", ops::kIsInf, {h})});
+  TensorId truncated = b.Apply("truncated", ops::kCast, {h}, Attrs({{"to", std::string("int64")}}));
+  TensorId ints = b.Apply("ints", ops::kAdd, {special, truncated});
+  binary(ops::kAdd, h,
+         b.Apply("ints_float", ops::kCast, {ints}, Attrs({{"to", std::string("float32")}})));
+  Loss(b, g, Join(b, g, pieces), 3);
+  graph::AppendBackwardAndUpdate(g, kLearningRate);
+  g.Validate();
+  return g;
+}
+
+// Convolutions and pooling beyond ConvNet's (dilated, transposed, ceil mode), padding,
+// normalisations, resizing and block rearrangements on a [2, 4, 6, 6] activation.
+graph::Graph ImageNet() {
+  graph::Graph g;
+  graph::ModelBuilder b(g);
+  TensorId x = b.Input("x", {2, 4, 6, 6});
+  TensorId h = b.Apply("dilated", ops::kConv2d, {x, Weight(b, "dilated.weight", {4, 4, 3, 3})},
+                       Attrs({{"stride", std::vector<int64_t>{1, 1}},
+                              {"padding", std::vector<int64_t>{2, 2}},
+                              {"dilation", std::vector<int64_t>{2, 2}}}));
+  std::vector<TensorId> pieces;
+  TensorId up = b.Apply("up", ops::kConvTranspose2d,
+                        {h, Weight(b, "up.weight", {4, 3, 3, 3}), Weight(b, "up.bias", {3})},
+                        Attrs({{"stride", std::vector<int64_t>{2, 2}},
+                               {"padding", std::vector<int64_t>{1, 1}},
+                               {"output_padding", std::vector<int64_t>{1, 1}}}));
+  auto pool = [&](const char* name, const char* type, TensorId in, Attributes attrs) {
+    pieces.push_back(b.Apply(name, type, {in}, std::move(attrs)));
+  };
+  pool("max_ceil", ops::kMaxPool2d, up,
+       Attrs({{"kernel", std::vector<int64_t>{3, 3}},
+              {"stride", std::vector<int64_t>{2, 2}},
+              {"ceil_mode", int64_t{1}}}));
+  pool("avg_ceil", ops::kAvgPool2d, up,
+       Attrs({{"kernel", std::vector<int64_t>{3, 3}},
+              {"stride", std::vector<int64_t>{2, 2}},
+              {"padding", std::vector<int64_t>{1, 1}},
+              {"ceil_mode", int64_t{1}},
+              {"count_include_pad", int64_t{0}}}));
+  pool("max_dilated", ops::kMaxPool2d, up,
+       Attrs({{"kernel", std::vector<int64_t>{2, 2}},
+              {"stride", std::vector<int64_t>{1, 1}},
+              {"dilation", std::vector<int64_t>{2, 2}}}));
+  pool("global_max", ops::kGlobalMaxPool2d, h, {});
+  for (const char* mode : {"constant", "reflect", "edge"}) {
+    pieces.push_back(b.Apply(fmt::format("pad_{}", mode), ops::kPad, {h},
+                             Attrs({{"pads", std::vector<int64_t>{0, 0, 1, 2, 0, 0, 2, 1}},
+                                    {"mode", std::string(mode)},
+                                    {"value", 0.5}})));
+  }
+  auto channels = [&](const std::string& name) {
+    return std::vector<TensorId>{b.Parameter(name + ".scale", {4}, {Initializer::Kind::kOnes}),
+                                 Weight(b, name + ".bias", {4})};
+  };
+  auto norm = [&](const char* name, const char* type, Attributes attrs) {
+    std::vector<TensorId> inputs = {h};
+    for (TensorId t : channels(name)) inputs.push_back(t);
+    pieces.push_back(b.Apply(name, type, inputs, std::move(attrs)));
+  };
+  norm("instance", ops::kInstanceNorm, Attrs({{"epsilon", 1e-5}}));
+  norm("group", ops::kGroupNorm, Attrs({{"groups", int64_t{2}}, {"epsilon", 1e-5}}));
+  std::vector<TensorId> inference = {h};
+  for (TensorId t : channels("inference_bn")) inference.push_back(t);
+  inference.push_back(b.Constant("running_mean", {4}, {0.1f, -0.2f, 0.3f, 0.0f}));
+  inference.push_back(b.Constant("running_var", {4}, {1.0f, 0.5f, 2.0f, 1.5f}));
+  pieces.push_back(b.Apply("inference_bn", ops::kBatchNorm, inference));
+  pieces.push_back(
+      b.Apply("lrn", ops::kLrn, {h},
+              Attrs({{"size", int64_t{3}}, {"alpha", 1e-2}, {"beta", 0.75}, {"bias", 1.0}})));
+  for (const char* mode : {"nearest", "linear", "cubic"}) {
+    pieces.push_back(b.Apply(fmt::format("resize_{}", mode), ops::kResize, {h},
+                             Attrs({{"shape", std::vector<int64_t>{2, 4, 9, 4}},
+                                    {"scales", std::vector<double>{1, 1, 1.5, 4.0 / 6}},
+                                    {"mode", std::string(mode)},
+                                    {"coordinate", std::string("half_pixel")}})));
+  }
+  TensorId deep =
+      b.Apply("space_to_depth", ops::kSpaceToDepth, {h}, Attrs({{"blocksize", int64_t{2}}}));
+  pieces.push_back(b.Apply("depth_to_space", ops::kDepthToSpace, {deep},
+                           Attrs({{"blocksize", int64_t{2}}, {"mode", std::string("CRD")}})));
+  Loss(b, g, Join(b, g, pieces), 3);
+  graph::AppendBackwardAndUpdate(g, kLearningRate);
+  g.Validate();
+  return g;
+}
+
+// Indexing, broadcasting, reductions and the ops that pick along an axis, on a [5, 3] activation.
+graph::Graph IndexingNet() {
+  graph::Graph g;
+  graph::ModelBuilder b(g);
+  TensorId x = b.Input("x", {5, 3});
+  TensorId h = b.Apply("h", ops::kMul, {x, Weight(b, "w", {5, 3})});
+  std::vector<TensorId> pieces;
+  auto add = [&](const std::string& name, const char* type, std::vector<TensorId> in,
+                 Attributes attrs = {}) {
+    pieces.push_back(b.Apply(name, type, std::move(in), std::move(attrs)));
+    return pieces.back();
+  };
+  add("gather", ops::kGather, {h, IntConstant(b, "gather_i", {2}, {2, -3})},
+      Attrs({{"axis", int64_t{1}}}));
+  add("gather_elements", ops::kGatherElements,
+      {h, IntConstant(b, "ge_i", {5, 2}, {0, 1, 2, 0, 1, 2, 0, 1, 2, 0})},
+      Attrs({{"axis", int64_t{1}}}));
+  TensorId nd = b.Apply("gather_nd", ops::kGatherND,
+                        {h, IntConstant(b, "gnd_i", {5, 2}, {0, 1, 4, 2, 2, 0, 1, 1, 3, 2})});
+  add("gather_nd_column", ops::kReshape, {nd}, Attrs({{"shape", std::vector<int64_t>{5, 1}}}));
+  add("scatter_elements", ops::kScatterElements,
+      {h, IntConstant(b, "se_i", {5, 1}, {2, 0, 1, 1, 0}), Weight(b, "se_u", {5, 1})},
+      Attrs({{"axis", int64_t{1}}, {"reduction", std::string("add")}}));
+  add("scatter_nd", ops::kScatterND,
+      {h, IntConstant(b, "snd_i", {2, 1}, {3, 0}), Weight(b, "snd_u", {2, 3})});
+  add("expand", ops::kExpand,
+      {b.Apply("row", ops::kSlice, {h},
+               Attrs({{"axis", int64_t{0}}, {"start", int64_t{1}}, {"end", int64_t{2}}}))},
+      Attrs({{"shape", std::vector<int64_t>{5, 3}}}));
+  add("tile", ops::kTile, {h}, Attrs({{"repeats", std::vector<int64_t>{1, 2}}}));
+  add("trilu", ops::kTrilu, {h}, Attrs({{"upper", int64_t{0}}, {"k", int64_t{1}}}));
+  add("cumsum", ops::kCumSum, {h},
+      Attrs({{"axis", int64_t{0}}, {"exclusive", int64_t{1}}, {"reverse", int64_t{1}}}));
+  add("backwards", ops::kSlice, {h},
+      Attrs({{"axis", int64_t{1}},
+             {"start", int64_t{2}},
+             {"end", int64_t{-1}},
+             {"step", int64_t{-2}}}));
+  TensorId positive = b.Apply("positive", ops::kAdd,
+                              {b.Apply("sq", ops::kMul, {h, h}), ConstantScalar(b, "one", 1.0f)});
+  for (const char* type :
+       {ops::kReduceSum, ops::kReduceMean, ops::kReduceMax, ops::kReduceMin, ops::kReduceProd,
+        ops::kReduceL1, ops::kReduceL2, ops::kReduceLogSumExp, ops::kReduceSumSquare}) {
+    add(type, type, {h}, Attrs({{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t{1}}}));
+  }
+  add("log_sum", ops::kReduceLogSum, {positive},
+      Attrs({{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t{1}}}));
+  TensorId arg =
+      b.Apply("arg_sum", ops::kAdd,
+              {b.Apply("argmax", ops::kArgMax, {h}, Attrs({{"axis", int64_t{1}}})),
+               b.Apply("argmin", ops::kArgMin, {h},
+                       Attrs({{"axis", int64_t{1}}, {"select_last_index", int64_t{1}}}))});
+  add("arg_scaled", ops::kMul,
+      {h, b.Apply("arg_float", ops::kCast, {arg}, Attrs({{"to", std::string("float32")}}))});
+  std::vector<TensorId> top =
+      ApplyMulti(g, "topk", ops::kTopK, {h},
+                 Attrs({{"k", int64_t{2}}, {"axis", int64_t{1}}, {"largest", int64_t{1}}}));
+  pieces.push_back(top[0]);
+  TensorId log_probs = add("log_softmax", ops::kLogSoftmax, {h}, Attrs({{"axis", int64_t{1}}}));
+  add("hardmax", ops::kHardmax, {h}, Attrs({{"axis", int64_t{1}}}));
+  TensorId nll = b.Apply(
+      "nll", ops::kNllLoss,
+      {log_probs, IntConstant(b, "targets", {5}, {0, 2, 1, 1, 0}), Weight(b, "class_weights", {3})},
+      Attrs({{"reduction", std::string("none")}}));
+  add("nll_column", ops::kReshape, {nll}, Attrs({{"shape", std::vector<int64_t>{5, 1}}}));
+  add("einsum", ops::kEinsum, {h, Weight(b, "einsum.w", {3, 4})},
+      Attrs({{"equation", std::string("ij,jk->ik")}}));
+  Loss(b, g, Join(b, g, pieces), 3);
+  graph::AppendBackwardAndUpdate(g, kLearningRate);
+  g.Validate();
+  return g;
+}
+
+// GRU cells of both reset conventions and Elman cells of both activations, with and without
+// biases, unrolled over two steps.
+graph::Graph RecurrentNet() {
+  graph::Graph g;
+  graph::ModelBuilder b(g);
+  const int64_t batch = 3, in = 4, hidden = 5;
+  std::vector<TensorId> finals;
+  for (int variant = 0; variant < 4; ++variant) {
+    const bool gru = variant < 2;
+    const int64_t gates = gru ? 3 : 1;
+    const std::string name = fmt::format("cell{}", variant);
+    std::vector<TensorId> weights = {Weight(b, name + ".w_ih", {gates * hidden, in}),
+                                     Weight(b, name + ".w_hh", {gates * hidden, hidden})};
+    if (variant % 2 == 0) {
+      weights.push_back(Weight(b, name + ".b_ih", {gates * hidden}));
+      weights.push_back(Weight(b, name + ".b_hh", {gates * hidden}));
+    }
+    Attributes attrs = gru ? Attrs({{"linear_before_reset", int64_t{variant == 0 ? 0 : 1}}})
+                           : Attrs({{"activation", std::string(variant == 2 ? "tanh" : "relu")}});
+    TensorId h = b.Zeros(name + ".h0", {batch, hidden});
+    for (int t = 0; t < 2; ++t) {
+      std::vector<TensorId> inputs = {b.Input(fmt::format("{}.x{}", name, t), {batch, in}), h};
+      inputs.insert(inputs.end(), weights.begin(), weights.end());
+      h = b.Apply(fmt::format("{}.t{}", name, t), gru ? ops::kGruCell : ops::kRnnCell, inputs,
+                  attrs);
+    }
+    finals.push_back(h);
+  }
+  Loss(b, g, Join(b, g, finals), 3);
+  graph::AppendBackwardAndUpdate(g, kLearningRate);
+  g.Validate();
+  return g;
+}
+
 // The whole forward pass in one autograd graph, then plain SGD: what the executor must equal.
 TensorMap ReferenceStep(const graph::Graph& g, const TensorMap& initial, const TensorMap& batch) {
   at::AutoGradMode grad_mode(true);
@@ -250,7 +528,10 @@ void CheckNetwork(const graph::Graph& g) {
     if (op.phase != graph::Phase::kForward || op.type == ops::kSoftmaxCrossEntropy) continue;
     for (TensorId out : op.outputs) {
       const graph::Tensor& t = g.tensor(out);
-      EXPECT_EQ(predict.LastValue(t.name).sizes().vec(), t.shape) << "op " << op.name;
+      const at::Tensor value = predict.LastValue(t.name);
+      EXPECT_EQ(value.sizes().vec(), t.shape) << "op " << op.name;
+      EXPECT_EQ(value.scalar_type(), t.dtype == DType::kInt64 ? at::kLong : at::kFloat)
+          << "op " << op.name << " (" << op.type << ") makes another type than its rule says";
     }
   }
 
@@ -276,14 +557,82 @@ TEST(KernelsTest, AttentionAndElementwiseOpsMatchOneAutogradPass) { CheckNetwork
 
 TEST(KernelsTest, UnrolledLstmMatchesOneAutogradPass) { CheckNetwork(LstmNet()); }
 
+TEST(KernelsTest, ElementwiseOpsMatchOneAutogradPass) { CheckNetwork(ElementwiseNet()); }
+
+TEST(KernelsTest, ImageOpsMatchOneAutogradPass) { CheckNetwork(ImageNet()); }
+
+TEST(KernelsTest, IndexingAndReductionsMatchOneAutogradPass) { CheckNetwork(IndexingNet()); }
+
+TEST(KernelsTest, GruAndRnnCellsMatchOneAutogradPass) { CheckNetwork(RecurrentNet()); }
+
 TEST(KernelsTest, EveryDeclaredForwardOpTypeIsExercised) {
   std::set<std::string> used;
-  for (const graph::Graph& g : {ConvNet(), AttentionNet(), LstmNet()}) {
+  for (const graph::Graph& g : {ConvNet(), AttentionNet(), LstmNet(), ElementwiseNet(), ImageNet(),
+                                IndexingNet(), RecurrentNet()}) {
     for (const graph::Op& op : g.ops()) used.insert(op.type);
   }
   // Flatten and SoftmaxCrossEntropy come with every loss head; LeNet covers Relu and Linear too.
   for (const std::string& type : graph::KnownOpTypes()) {
     EXPECT_TRUE(used.count(type)) << "op type " << type << " has no kernel test";
+    EXPECT_TRUE(HasKernel(type) || type == ops::kBackward || type == ops::kSgdUpdate)
+        << "op type " << type << " has no kernel";
+  }
+}
+
+// Training-mode dropout: the mask depends on the op's seed and the step only (so a placement or a
+// re-run draws the same one), a new one every step; kept values are scaled by 1 / (1 - ratio),
+// and the gradient is the same mask.
+TEST(KernelsTest, DropoutDrawsAMaskPerSeedAndStep) {
+  auto op = [](int64_t seed) {
+    return graph::Op{
+        .name = "drop", .type = ops::kDropout, .attrs = Attrs({{"ratio", 0.25}, {"seed", seed}})};
+  };
+  const at::Tensor x = at::ones({100, 100});
+  auto run = [&](int64_t seed, uint64_t step) {
+    return RunForwardKernel(op(seed), {x}, at::kCPU, step)[0];
+  };
+  const at::Tensor first = run(11, 0);
+  EXPECT_TRUE(at::equal(first, run(11, 0)));
+  EXPECT_FALSE(at::equal(first, run(11, 1)));
+  EXPECT_FALSE(at::equal(first, run(12, 0)));
+  const double dropped = (first == 0).to(at::kDouble).mean().item<double>();
+  EXPECT_NEAR(dropped, 0.25, 0.02);  // 10,000 draws: the standard deviation is 0.0043
+  EXPECT_TRUE(at::equal(at::where(first == 0, first, first - 1.0 / 0.75), at::zeros_like(first)));
+  at::AutoGradMode grad_mode(true);
+  const at::Tensor input = x.clone().requires_grad_(true);
+  const at::Tensor y = RunForwardKernel(op(11), {input}, at::kCPU, 0)[0];
+  const at::Tensor grad = torch::autograd::grad({y.sum()}, {input})[0];
+  EXPECT_TRUE(at::equal(grad, first));
+}
+
+// Einsum's shape rule parses the equation itself (graph/ops_nn.cc): its shapes are LibTorch's for
+// the forms ONNX's own Einsum tests use (their data is float64, which the IR does not take).
+TEST(KernelsTest, EinsumShapesAreLibTorchs) {
+  const std::vector<std::pair<std::string, std::vector<Shape>>> cases = {
+      {"ij,jk->ik", {{3, 4}, {4, 5}}},
+      {"bij,bjk->bik", {{2, 3, 4}, {2, 4, 5}}},
+      {"i,i", {{7}, {7}}},
+      {"ij->ji", {{3, 4}}},
+      {"ij->i", {{3, 4}}},
+      {"...ii->...i", {{2, 3, 4, 4}}},
+      {"ij,jk", {{3, 4}, {4, 5}}},
+      {"...ij,...jk->...ik", {{6, 1, 3, 4}, {2, 4, 5}}},
+      {"bhqd,bhkd->bhqk", {{2, 4, 5, 8}, {2, 4, 6, 8}}},
+  };
+  for (const auto& [equation, shapes] : cases) {
+    graph::Graph g;
+    graph::ModelBuilder b(g);
+    std::vector<TensorId> inputs;
+    std::vector<at::Tensor> values;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      inputs.push_back(b.Input(fmt::format("x{}", i), shapes[i]));
+      values.push_back(at::randn(shapes[i]));
+    }
+    const TensorId y = b.Apply("einsum", ops::kEinsum, inputs, Attrs({{"equation", equation}}));
+    const at::Tensor expected = at::einsum(equation, values);
+    EXPECT_EQ(g.tensor(y).shape, expected.sizes().vec()) << equation;
+    const at::Tensor actual = RunForwardKernel(g.op(0), values, at::kCPU)[0];
+    EXPECT_TRUE(at::allclose(actual, expected)) << equation;
   }
 }
 

@@ -1,7 +1,8 @@
 // Models exported from PyTorch (scripts/export_onnx.py, run by the onnx_export_fixtures CTest
 // fixture into PLACER_ONNX_FIXTURES) through the loader and the executor: the exported LeNet trains
-// exactly like the built-in one, and ResNet-18, a transformer encoder and an LSTM compute what
-// PyTorch computed for the same input.
+// exactly like the built-in one, ResNet-18, a transformer encoder and an LSTM compute what
+// PyTorch computed for the same input, and an export with a baked batch takes only its own.
+// (The model suite's training steps: onnx_suite_test.cc.)
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 #include <gmock/gmock.h>
@@ -10,6 +11,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "graph/models.h"
 #include "graph/onnx_loader.h"
@@ -25,6 +27,7 @@ namespace fs = std::filesystem;
 using runtime::Executor;
 using runtime::TensorMap;
 using test_support::CpuWorkers;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 fs::path Fixture(const std::string& name) {
@@ -143,6 +146,16 @@ TEST(OnnxModelsTest, BidirectionalLstmForwardMatchesPyTorch) {
   ExpectForwardMatchesPyTorch("lstm", 1e-5);
 }
 
+// The independent MLP towers bench/search_suite.py places: 4 towers of 4 hidden layers and a
+// classifier, each with weight and bias, summed into one output.
+TEST(OnnxModelsTest, TowersForwardMatchesPyTorchWithEveryWeight) {
+  ExpectForwardMatchesPyTorch("towers", 1e-4);
+  const graph::Graph g = graph::LoadOnnx(Fixture("towers.onnx"), {.batch_size = 8});
+  EXPECT_EQ(g.Parameters().size(), 4u * 5 * 2);
+  EXPECT_EQ(g.ParameterCount(), 4 * (4 * (1024 * 1024 + 1024) + 1024 * 10 + 10));
+  EXPECT_EQ(g.tensor(g.TensorByName("features")).shape, (graph::Shape{8, 1024}));
+}
+
 TEST(OnnxModelsTest, ResNet18HasEveryWeightAndATrainingStep) {
   const graph::Graph g = graph::LoadOnnx(Fixture("resnet18.onnx"), {.batch_size = 4});
   // 20 convolutions (BatchNorm folded in) with biases, and the classifier.
@@ -150,6 +163,55 @@ TEST(OnnxModelsTest, ResNet18HasEveryWeightAndATrainingStep) {
   EXPECT_EQ(g.ParameterCount(), 11176842);
   EXPECT_EQ(g.OpsInPhase(graph::Phase::kUpdate).size(), 42u);
   EXPECT_EQ(g.tensor(g.TensorByName("images")).shape, (graph::Shape{4, 3, 64, 64}));
+}
+
+// torch.onnx.export without dynamic_axes: the transformer's batch (4) is fixed and baked into the
+// attention's Reshape constants, so another batch is a BatchError that names the node and says
+// how to export, and a data-parallel split of it cannot be built.
+TEST(OnnxModelsTest, AnExportWithABakedBatchTakesOnlyItsOwn) {
+  const fs::path file = Fixture("transformer_static.onnx");
+  EXPECT_EQ(graph::ReadOnnxBatch(file).fixed, 4);
+  const graph::Graph own = graph::LoadOnnx(file);
+  EXPECT_EQ(own.tensor(own.TensorByName("tokens")).shape, (graph::Shape{4, 7}));
+  try {
+    graph::LoadOnnx(file, {.batch_size = 2});
+    ADD_FAILURE() << "a batch of 2 loaded";
+  } catch (const graph::BatchError& error) {
+    EXPECT_EQ(error.file_batch(), 4);
+    EXPECT_THAT(error.node(), HasSubstr("Reshape"));
+    EXPECT_THAT(error.what(), HasSubstr("the export fixed the batch at 4"));
+    EXPECT_THAT(error.what(), HasSubstr("dynamic_axes={\"tokens\": {0: \"batch\"}}"));
+  }
+  // The same model exported with a dynamic batch axis takes both.
+  EXPECT_NO_THROW(graph::LoadOnnx(Fixture("transformer.onnx"), {.batch_size = 2}));
+  EXPECT_NO_THROW(graph::LoadOnnx(Fixture("transformer.onnx"), {.batch_size = 4}));
+}
+
+// `placer compare` on an export with a baked batch of 4 over 4 simulated GPUs: no data-parallel
+// shard (2 or 1 rows) can be built, so the data-parallel row says why, naming the node and how
+// to export, and every other row is still judged and written.
+TEST(OnnxModelsTest, CompareGoesOnWithoutWhatABakedBatchCannotBuild) {
+  const fs::path dir = fs::temp_directory_path() / "placer_onnx_models_test_baked";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "c.yaml") << "model:\n  onnx: " << Fixture("transformer_static.onnx").string()
+                                << "\ndevices: [cuda:0, cuda:1, cuda:2, cuda:3]\n"
+                                << "search: {evaluator: simulated, policy_steps: 2, "
+                                   "samples_per_step: 2, max_evaluations: 4, refinement_rounds: 2, "
+                                   "max_wall_seconds: 5}\n"
+                                << "output: {directory: run}\n";
+  const test_support::CommandResult r =
+      test_support::RunPlacer("compare --config " + (dir / "c.yaml").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream report(dir / "run" / "report.md");
+  std::stringstream text;
+  text << report.rdbuf();
+  EXPECT_THAT(text.str(),
+              AllOf(HasSubstr("single device cuda:3"), HasSubstr("HEFT"), HasSubstr("learned"),
+                    HasSubstr("data parallel"), HasSubstr("the export fixed the batch at 4"),
+                    HasSubstr("'/encoder/layers.0/self_attn/Reshape_3' (Reshape)"),
+                    HasSubstr("dynamic_axes={\"tokens\": {0: \"batch\"}}")));
+  fs::remove_all(dir);
 }
 
 TEST(OnnxModelsTest, ConfigNamesAnOnnxFileRelativeToItself) {

@@ -72,6 +72,26 @@ inline std::string FloatValue(const std::string& name, const std::vector<int64_t
   return Bytes(1, name) + Bytes(2, Bytes(1, tensor_type));
 }
 
+// ValueInfoProto of a float32 tensor whose axes of extent -1 are symbolic (named `symbol`), as an
+// export with dynamic_axes writes them.
+inline std::string SymbolicFloatValue(const std::string& name, const std::vector<int64_t>& shape,
+                                      const std::string& symbol = "batch") {
+  std::string dims;
+  for (int64_t d : shape) dims += Bytes(1, d < 0 ? Bytes(2, symbol) : Int(1, d));
+  const std::string tensor_type = Int(1, 1) + Bytes(2, dims);
+  return Bytes(1, name) + Bytes(2, Bytes(1, tensor_type));
+}
+
+// TensorProto of int64 values.
+inline std::string IntTensor(const std::string& name, const std::vector<int64_t>& shape,
+                             const std::vector<int64_t>& values) {
+  std::string out;
+  for (int64_t d : shape) out += Int(1, d);
+  out += Int(2, 7) + Bytes(8, name);
+  for (int64_t v : values) out += Int(7, v);
+  return out;
+}
+
 // TensorProto of float32 values.
 inline std::string FloatTensor(const std::string& name, const std::vector<int64_t>& shape,
                                const std::vector<float>& values) {
@@ -116,6 +136,19 @@ inline Model SmallClassifier(int64_t batch = 2) {
   m.nodes = {{"Gemm", "fc1", {"x", "fc1.weight", "fc1.bias"}, {"h"}, {AttrInt("transB", 1)}},
              {"Relu", "relu", {"h"}, {"r"}, {}},
              {"Gemm", "fc2", {"r", "fc2.weight", "fc2.bias"}, {"logits"}, {AttrInt("transB", 1)}}};
+  return m;
+}
+
+// SmallClassifier exported with its batch baked into shape constants, as torch.onnx.export
+// without dynamic_axes does: the hidden layer goes through Reshape to [batch * 5] and back to
+// [batch, 5] with constant targets.
+inline Model BakedBatchClassifier(int64_t batch = 2) {
+  Model m = SmallClassifier(batch);
+  m.initializers.push_back(IntTensor("flat_shape", {1}, {batch * 5}));
+  m.initializers.push_back(IntTensor("matrix_shape", {2}, {batch, 5}));
+  m.nodes[1].inputs = {"h2"};
+  m.nodes.insert(m.nodes.begin() + 1, {{"Reshape", "bake", {"h", "flat_shape"}, {"h1"}, {}},
+                                       {"Reshape", "unbake", {"h1", "matrix_shape"}, {"h2"}, {}}});
   return m;
 }
 

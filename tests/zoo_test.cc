@@ -472,9 +472,9 @@ TEST(ZooConfigTest, SizeSectionsAreReadAndChecked) {
       "model:\n  builtin: nmt\n  nmt: {layers: 4, source_steps: 3, target_steps: 2, hidden: 8,\n"
       "        embedding: 6, source_vocab: 20, target_vocab: 30, cell: fused}\n");
   EXPECT_EQ(c.model.batch_size, 128);  // the model's own default minibatch
-  EXPECT_EQ(c.model.nmt.layers, 4);
-  EXPECT_EQ(c.model.nmt.target_vocab, 30);
-  EXPECT_EQ(c.model.nmt.cell, "fused");
+  EXPECT_EQ(c.model.options_as<graph::NmtOptions>().layers, 4);
+  EXPECT_EQ(c.model.options_as<graph::NmtOptions>().target_vocab, 30);
+  EXPECT_EQ(c.model.options_as<graph::NmtOptions>().cell, graph::LstmCellKind::kFused);
   EXPECT_EQ(cli::ExpertFacts(c), (std::map<std::string, std::string>{{"layers", "4"}}));
   Graph g = cli::BuildSingleModel(c);
   EXPECT_EQ(CountOps(g, Phase::kForward, graph::op_types::kLstmCell), 4 * (3 + 2));
