@@ -7,8 +7,9 @@
 // evaluator's median) in a fresh order. A placement's measured time is its median over rounds; it
 // is simulated with the median of the R profiles (each op's and each link field's median), taken
 // over the same minutes as the measurements, and also with the first round's profile alone, as
-// `placer profile` then `evaluate --simulate` would, and with the median profile less its receive
-// costs (LinkSpec::receive_seconds_per_byte). For the random placements it reports the median
+// `placer profile` then `evaluate --simulate` would, with the median profile less its receive
+// costs (LinkSpec::receive_seconds_per_byte) and with it less its contention (ContentionSpec:
+// the devices as if each ran alone). For the random placements it reports the median
 // |simulated - measured| / measured, the Spearman rank correlation, the measurement's rank
 // correlation with itself (even against odd rounds), the ceiling any simulator can reach on the
 // machine at that time, and for the copies alone the median over placements of simulated over
@@ -115,6 +116,19 @@ sim::ProfiledCostModel MedianProfile(const std::vector<sim::ProfiledCostModel>& 
                      {.seconds_per_byte = bench::Median(per_byte),
                       .latency_seconds = bench::Median(latency),
                       .receive_seconds_per_byte = bench::Median(receive)});
+    }
+  }
+  for (runtime::DeviceType type : {runtime::DeviceType::kCpu, runtime::DeviceType::kCuda}) {
+    std::vector<double> slowdown;
+    int devices_busy = 0;
+    for (const auto& profile : profiles) {
+      if (auto contention = profile.FindContention(type)) {
+        slowdown.push_back(contention->slowdown);
+        devices_busy = contention->devices;
+      }
+    }
+    if (!slowdown.empty()) {
+      merged.SetContention(type, {.devices = devices_busy, .slowdown = bench::Median(slowdown)});
     }
   }
   return merged;
@@ -236,11 +250,28 @@ void Run(const std::string& name, const graph::Graph& g, int64_t batch,
       rounds_of[p].push_back(measurers[cases[p].graph]->Evaluate(cases[p].placement));
   }
   // Per graph, the simulators of each variant: the median profile, the first round's, the median
-  // without the ops' receive cost.
-  const std::vector<std::string> variants = {"median", "first", "no receive"};
+  // without the ops' receive cost, the median without contention.
+  const std::vector<std::string> variants = {"median", "first", "no receive", "no contention"};
   std::vector<std::vector<std::unique_ptr<sim::SimulatedEvaluator>>> simulators(graphs.size());
   for (size_t i = 0; i < graphs.size(); ++i) {
     const sim::ProfiledCostModel merged = MedianProfile(profiles[i], *graphs[i], devices);
+    std::string fitted;
+    for (runtime::DeviceType type : {runtime::DeviceType::kCpu, runtime::DeviceType::kCuda}) {
+      if (auto contention = merged.FindContention(type)) {
+        fitted += fmt::format(" {} slowdown {:.3f} with {} busy;", sim::DeviceTypeName(type),
+                              contention->slowdown, contention->devices);
+      }
+    }
+    for (const runtime::Device& from : devices) {
+      for (const runtime::Device& to : devices) {
+        if (auto link = merged.FindLink(from.name, to.name)) {
+          fitted += fmt::format(" {}->{} {:.3g} s/B + {:.3g} s, receive {:.3g} s/B;", from.name,
+                                to.name, link->seconds_per_byte, link->latency_seconds,
+                                link->receive_seconds_per_byte);
+        }
+      }
+    }
+    fmt::print("{}, {}: median profile:{}\n", name, i == 0 ? "model" : "replica graph", fitted);
     sim::ProfiledCostModel without_receive = merged;
     for (const runtime::Device& from : devices) {
       for (const runtime::Device& to : devices) {
@@ -250,9 +281,12 @@ void Run(const std::string& name, const graph::Graph& g, int64_t batch,
         }
       }
     }
+    // The ablation of issue 21: the devices' slowdown of each other left out.
+    sim::ProfiledCostModel without_contention = merged;
+    without_contention.ClearContention();
     for (const sim::ProfiledCostModel* profile :
-         std::initializer_list<const sim::ProfiledCostModel*>{&merged, &profiles[i].front(),
-                                                              &without_receive}) {
+         std::initializer_list<const sim::ProfiledCostModel*>{
+             &merged, &profiles[i].front(), &without_receive, &without_contention}) {
       simulators[i].push_back(
           std::make_unique<sim::SimulatedEvaluator>(*graphs[i], devices, *profile));
     }
@@ -305,6 +339,7 @@ void Run(const std::string& name, const graph::Graph& g, int64_t batch,
   Report(fmt::format("median of the {} profiles:", rounds), random_sims[0], random_measured);
   Report("the first round's profile:", random_sims[1], random_measured);
   Report("the median, no receive cost:", random_sims[2], random_measured);
+  Report("the median, no contention:", random_sims[3], random_measured);
   fmt::print("{}: named placements\n", name);
   ReportNamed(named_labels, named_sims, variants, named_measured);
   std::fflush(stdout);
