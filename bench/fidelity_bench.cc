@@ -9,7 +9,8 @@
 // over the same minutes as the measurements, and also with the first round's profile alone, as
 // `placer profile` then `evaluate --simulate` would, with the median profile less its receive
 // costs (LinkSpec::receive_seconds_per_byte) and with it less its contention (ContentionSpec:
-// the devices as if each ran alone). For the random placements it reports the median
+// the devices as if each ran alone), and with the roofline model of a simulation without a
+// profile. For the random placements it reports the median
 // |simulated - measured| / measured, the Spearman rank correlation, the measurement's rank
 // correlation with itself (even against odd rounds), the ceiling any simulator can reach on the
 // machine at that time, and for the copies alone the median over placements of simulated over
@@ -250,8 +251,11 @@ void Run(const std::string& name, const graph::Graph& g, int64_t batch,
       rounds_of[p].push_back(measurers[cases[p].graph]->Evaluate(cases[p].placement));
   }
   // Per graph, the simulators of each variant: the median profile, the first round's, the median
-  // without the ops' receive cost, the median without contention.
-  const std::vector<std::string> variants = {"median", "first", "no receive", "no contention"};
+  // without the ops' receive cost, the median without contention, and the roofline model that
+  // `evaluate --simulate` uses without a profile (uncalibrated: how far off is it here?).
+  const std::vector<std::string> variants = {"median", "first", "no receive", "no contention",
+                                             "roofline"};
+  const sim::RooflineCostModel roofline;
   std::vector<std::vector<std::unique_ptr<sim::SimulatedEvaluator>>> simulators(graphs.size());
   for (size_t i = 0; i < graphs.size(); ++i) {
     const sim::ProfiledCostModel merged = MedianProfile(profiles[i], *graphs[i], devices);
@@ -284,11 +288,11 @@ void Run(const std::string& name, const graph::Graph& g, int64_t batch,
     // The ablation of issue 21: the devices' slowdown of each other left out.
     sim::ProfiledCostModel without_contention = merged;
     without_contention.ClearContention();
-    for (const sim::ProfiledCostModel* profile :
-         std::initializer_list<const sim::ProfiledCostModel*>{
-             &merged, &profiles[i].front(), &without_receive, &without_contention}) {
+    // The simulators take what they need from a cost model when built (these die with the loop).
+    for (const sim::CostModel* costs : std::initializer_list<const sim::CostModel*>{
+             &merged, &profiles[i].front(), &without_receive, &without_contention, &roofline}) {
       simulators[i].push_back(
-          std::make_unique<sim::SimulatedEvaluator>(*graphs[i], devices, *profile));
+          std::make_unique<sim::SimulatedEvaluator>(*graphs[i], devices, *costs));
     }
   }
   // Random placements and named ones apart: [variant][placement].
@@ -340,6 +344,7 @@ void Run(const std::string& name, const graph::Graph& g, int64_t batch,
   Report("the first round's profile:", random_sims[1], random_measured);
   Report("the median, no receive cost:", random_sims[2], random_measured);
   Report("the median, no contention:", random_sims[3], random_measured);
+  Report("the roofline model, no profile:", random_sims[4], random_measured);
   fmt::print("{}: named placements\n", name);
   ReportNamed(named_labels, named_sims, variants, named_measured);
   std::fflush(stdout);
