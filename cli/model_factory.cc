@@ -15,7 +15,7 @@ namespace {
 
 // How far off the roofline model was on the 2-vCPU development VM: simulated over measured step
 // time of LeNet's named placements on cpu:0 and cpu:1 (bench/RESULTS.md, issue 21).
-constexpr const char* kRooflineOnDevelopmentVm = "0.09 to 0.21";
+constexpr const char* kRooflineOnDevelopmentVm = "0.04 to 0.21";
 
 graph::LstmCellKind CellKind(const std::string& name) {
   return name == "fused" ? graph::LstmCellKind::kFused : graph::LstmCellKind::kGates;
