@@ -1,7 +1,8 @@
 // Simulations per second of the simulator, on random placements: LeNet's training step over two
 // CPU workers, and a training step of about 10,000 ops (a parallel MLP of 32 towers of 52 layers)
-// over two CPU workers and over two GPUs plus two CPU workers. Each figure is the median of 5
-// runs of at least half a second. Usage: sim_bench
+// over two CPU workers and over two GPUs plus two CPU workers; each without and with contention
+// among devices of a kind (ContentionSpec), which re-times running work whenever a device starts
+// or stops. Each figure is the median of 5 runs of at least half a second. Usage: sim_bench
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -70,19 +71,24 @@ double MedianSimulationsPerSecond(const placer::sim::Simulator& simulator,
 }
 
 void Report(const std::string& label, const Graph& graph, const DeviceSet& devices,
-            int num_placements) {
+            int num_placements, bool contention) {
   // With a receive cost between CPU workers, as `placer profile` fits one on this VM, so that the
-  // simulator's per-input receive accounting is timed too.
+  // simulator's per-input receive accounting is timed too; and, when asked, with the CPU workers
+  // and the GPUs slowing each other down (a profile of the roofline's numbers and a contention).
   placer::sim::RooflineOptions roofline;
   roofline.cpu_to_cpu.receive_seconds_per_byte = 1.3e-10;
-  placer::sim::RooflineCostModel costs(roofline);
+  placer::sim::ProfiledCostModel costs{placer::sim::RooflineCostModel(roofline)};
+  if (contention) {
+    costs.SetContention(DeviceType::kCpu, {.devices = 2, .slowdown = 1.3});
+    costs.SetContention(DeviceType::kCuda, {.devices = 2, .slowdown = 1.1});
+  }
   const Clock::time_point start = Clock::now();
   placer::sim::Simulator simulator(graph, devices, costs);
   const double setup = std::chrono::duration<double>(Clock::now() - start).count();
   std::vector<Placement> placements = RandomPlacements(graph, devices, num_placements, 1);
   const double rate = MedianSimulationsPerSecond(simulator, placements);
-  fmt::print("{:<44} {:>6} ops  setup {:8.3f} ms  median {:12.0f} simulations/s\n", label,
-             graph.num_ops(), setup * 1e3, rate);
+  fmt::print("{:<60} {:>6} ops  setup {:8.3f} ms  median {:12.0f} simulations/s\n",
+             label + (contention ? ", contention" : ""), graph.num_ops(), setup * 1e3, rate);
 }
 
 Device Cpu(int index) { return {.name = fmt::format("cpu:{}", index), .index = index}; }
@@ -94,15 +100,17 @@ Device Cuda(int index) {
 
 int main() {
   const Graph lenet = placer::graph::BuildLeNet({});
-  Report("lenet, 2 cpu workers", lenet, {Cpu(0), Cpu(1)}, 1000);
-
   placer::graph::ParallelMlpOptions options;
   options.branches = 32;
   options.depth = 52;
   options.width = 64;
   options.in_features = 64;
   const Graph mlp = placer::graph::BuildParallelMlp(options);
-  Report("parallel mlp 32x52, 2 cpu workers", mlp, {Cpu(0), Cpu(1)}, 20);
-  Report("parallel mlp 32x52, 2 gpus + 2 cpu workers", mlp, {Cuda(0), Cuda(1), Cpu(0), Cpu(1)}, 20);
+  for (bool contention : {false, true}) {
+    Report("lenet, 2 cpu workers", lenet, {Cpu(0), Cpu(1)}, 1000, contention);
+    Report("parallel mlp 32x52, 2 cpu workers", mlp, {Cpu(0), Cpu(1)}, 20, contention);
+    Report("parallel mlp 32x52, 2 gpus + 2 cpu workers", mlp, {Cuda(0), Cuda(1), Cpu(0), Cpu(1)},
+           20, contention);
+  }
   return 0;
 }

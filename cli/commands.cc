@@ -176,6 +176,10 @@ int Evaluate(const Commands& c) {
         predicted->valid ? fmt::format("{:.3f} ms", predicted->step_seconds * 1e3)
                          : "invalid: " + predicted->invalid_reason,
         simulator.lower_bound().seconds * 1e3);
+    for (const std::string& note :
+         CostModelNotes(config, *costs, graph, devices, c.config_path, c.data_parallel)) {
+      std::cout << "note: " << note << '\n';
+    }
     if (predicted->valid && !simulated_trace.empty()) {
       runtime::WriteChromeTrace(simulated_trace, predicted->trace,
                                 "placer evaluate --simulate: " + description);
@@ -211,8 +215,12 @@ int Evaluate(const Commands& c) {
 
 int Profile(const Commands& c) {
   config::Config config = config::LoadConfig(c.config_path);
-  graph::Graph graph = BuildModel(config);
   runtime::DeviceSet devices = runtime::ResolveDevices(config);
+  // --data-parallel: the replicated step `evaluate --data-parallel` runs, whose ops (r<r>/<op>, on
+  // shards of the batch) a profile of the model alone does not time.
+  graph::Graph graph = c.data_parallel
+                           ? BuildDataParallelOver(config, runtime::DeviceNames(devices)).graph
+                           : BuildModel(config);
   std::filesystem::path output = c.output_path.empty() ? config.output.directory / "profile.json"
                                                        : std::filesystem::path(c.output_path);
   std::cout << fmt::format("profiling {} ops of {} on {}\n", graph.num_ops(), config.model.name(),
@@ -312,6 +320,9 @@ void RegisterCommands(CLI::App& app, Commands& c) {
       app, c, "profile", "time every op on every device and the copies between them", Profile);
   profile->add_option("-o,--output", c.output_path,
                       "cost profile file (default: <output.directory>/profile.json)");
+  profile->add_flag(
+      "--data-parallel", c.data_parallel,
+      "profile the data-parallel step over the devices, for evaluate --data-parallel");
   CLI::App* search = AddConfigCommand(
       app, c, "search", "learn a placement (REINFORCE on measured or simulated step times)",
       RunSearchCommand);

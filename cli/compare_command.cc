@@ -8,6 +8,7 @@
 #include <iostream>
 #include <optional>
 
+#include "cli/model_factory.h"
 #include "cli/search_setup.h"
 #include "placer/report.h"
 #include "placer/search.h"
@@ -73,6 +74,13 @@ int RunCompareCommand(const Commands& c) {
       config.search.max_wall_seconds);
   std::cout << DescribeSetup(*setup) << '\n';
   for (const std::string& note : setup->notes) std::cout << "note: " << note << '\n';
+  if (!setup->measured && config.simulation.profile.empty()) {
+    for (const std::string& note :
+         CostModelNotes(config, *setup->costs.front(), setup->models.front()->graph, setup->devices,
+                        c.config_path, false)) {
+      std::cout << "note: " << note << '\n';
+    }
+  }
 
   // Every placement is produced first, then all are judged side by side.
   std::vector<Pending> pending;

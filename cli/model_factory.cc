@@ -2,12 +2,18 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "cli/commands.h"
 #include "graph/onnx_loader.h"
 
 namespace placer::cli {
 
 namespace {
+
+// How far off the roofline model was on the 2-vCPU development VM: simulated over measured step
+// time of LeNet's named placements on cpu:0 and cpu:1 (bench/RESULTS.md, issue 21).
+constexpr const char* kRooflineOnDevelopmentVm = "0.04 to 0.21";
 
 graph::Graph Build(const config::Config& config, int64_t batch, int64_t normalizer,
                    bool training_step) {
@@ -96,6 +102,41 @@ std::unique_ptr<sim::CostModel> CostModelFor(const config::Config& config) {
   } catch (const sim::ProfileError& error) {
     throw InputError(fmt::format("simulation.profile: {}", error.what()));
   }
+}
+
+std::vector<std::string> CostModelNotes(const config::Config& config, const sim::CostModel& costs,
+                                        const graph::Graph& graph,
+                                        const runtime::DeviceSet& devices,
+                                        const std::string& config_path, bool data_parallel) {
+  const std::string profile_command =
+      fmt::format("placer profile --config {}{} -o profile.json", config_path,
+                  data_parallel ? " --data-parallel" : "");
+  const auto* profile = dynamic_cast<const sim::ProfiledCostModel*>(&costs);
+  if (profile == nullptr) {
+    // The figures are fidelity_bench's roofline variant (bench/RESULTS.md, issue 21).
+    return {fmt::format(
+        "the roofline model is uncalibrated: datasheet peak FLOP/s and bandwidths, not what these "
+        "devices reach (on the 2-vCPU development VM it predicted LeNet's CPU steps at {} of their "
+        "measured time, bench/RESULTS.md); where the devices exist, calibrate it: {}, then "
+        "simulation: {{profile: profile.json}}",
+        kRooflineOnDevelopmentVm, profile_command)};
+  }
+  int missing = 0;
+  for (graph::OpId op = 0; op < graph.num_ops(); ++op) {
+    const bool timed = std::any_of(devices.begin(), devices.end(), [&](const auto& device) {
+      return profile->FindOpSeconds(graph.op(op).name, device.name).has_value();
+    });
+    if (!timed) ++missing;
+  }
+  if (missing == 0) return {};
+  return {fmt::format(
+      "{} has no timing for {} of the {} ops of this graph; the uncalibrated roofline model "
+      "stands in for them{}: profile this graph with {}",
+      config.simulation.profile.string(), missing, graph.num_ops(),
+      data_parallel ? " (a data-parallel step has its own ops, r<replica>/<op>, on shards of the "
+                      "batch)"
+                    : "",
+      profile_command)};
 }
 
 }  // namespace placer::cli

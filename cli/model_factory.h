@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "config/config.h"
 #include "graph/data_parallel.h"
@@ -53,5 +54,15 @@ graph::ForwardBuilder ForwardBuilderFor(const config::Config& config);
 // The simulator's cost model: the profile named by simulation.profile, or the roofline model.
 // A bad profile is an InputError naming the file.
 std::unique_ptr<sim::CostModel> CostModelFor(const config::Config& config);
+
+// What a simulation should say of `costs` (CostModelFor's) beyond its name, for `graph` on
+// `devices`: without a profile, that the roofline model is not calibrated to this machine (and
+// how far off it was on one) and how to calibrate it; with one, how many of the graph's ops it
+// has no timing for (the roofline stands in for those). `config_path` and `data_parallel` make
+// the suggested `placer profile` command line. Empty when there is nothing to say.
+std::vector<std::string> CostModelNotes(const config::Config& config, const sim::CostModel& costs,
+                                        const graph::Graph& graph,
+                                        const runtime::DeviceSet& devices,
+                                        const std::string& config_path, bool data_parallel);
 
 }  // namespace placer::cli

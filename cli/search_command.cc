@@ -9,6 +9,7 @@
 #include <limits>
 #include <sstream>
 
+#include "cli/model_factory.h"
 #include "cli/search_setup.h"
 #include "placer/run_directory.h"
 #include "placer/search.h"
@@ -89,6 +90,13 @@ int RunSearchCommand(const Commands& c) {
       config.output.directory.string(), c.resume ? " (resuming)" : "");
   std::cout << DescribeSetup(*setup) << '\n';
   for (const std::string& note : setup->notes) std::cout << "note: " << note << '\n';
+  if (!setup->measured && config.simulation.profile.empty()) {
+    for (const std::string& note :
+         CostModelNotes(config, *setup->costs.front(), setup->models.front()->graph, setup->devices,
+                        c.config_path, false)) {
+      std::cout << "note: " << note << '\n';
+    }
+  }
 
   std::unique_ptr<search::RunDirectory> dir;
   try {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <exception>
 #include <map>
 #include <memory>
 #include <optional>
@@ -98,14 +99,19 @@ std::string Today() {
 // behaviour when another thread frees it and caches the producer left warm are all in its traced
 // copies, while a clone repeated in a loop sees none of them and costs a third of what the same
 // bytes cost in a step (bench/RESULTS.md). And what the copy leaves out: the ops that read a
-// tensor from the other worker run slower than alone (cold caches, pages faulted in), about as
-// much again as the copies themselves for LeNet.
+// tensor from the other worker run slower than alone (cold caches, pages faulted in).
 struct CrossingStep {
+  // One timing from the step: the seconds measured and the fraction of them during which the
+  // other worker was busy too (so that the time alone can be told from contention).
+  struct Timed {
+    double seconds = 0;
+    double overlap = 0;
+  };
   int a = 0, b = 0;
   std::vector<int> device_of_op;  // the expanded alternating placement
   std::unique_ptr<Executor> executor;
-  std::map<std::string, std::map<std::string, std::vector<double>>> copy_times;  // lane, tensor
-  std::map<std::string, std::vector<double>> op_times;
+  std::map<std::string, std::map<std::string, std::vector<Timed>>> copy_times;  // lane, tensor
+  std::map<std::string, std::vector<Timed>> op_times;  // the op's own time, its clones left out
 };
 
 CrossingStep MakeCrossingStep(const graph::Graph& graph, const DeviceSet& devices, int a, int b,
@@ -123,34 +129,85 @@ CrossingStep MakeCrossingStep(const graph::Graph& graph, const DeviceSet& device
   return crossing;
 }
 
+using Intervals = std::vector<std::pair<double, double>>;  // [begin, end) in microseconds
+
+// How many microseconds of [begin, end) the (disjoint) `intervals` cover.
+double Covered(double begin, double end, const Intervals& intervals) {
+  double covered = 0;
+  for (const auto& [from, to] : intervals) {
+    covered += std::max(0.0, std::min(end, to) - std::max(begin, from));
+  }
+  return covered;
+}
+
+// Files one step's trace. A CPU worker's op event spans the op and the clones it then issues
+// (the executor's RunOp): the op's own time leaves those out, since the link times them.
 void RecordCrossingStep(CrossingStep& crossing, const std::vector<std::string>& names,
                         const std::vector<TraceEvent>& trace) {
+  const std::string worker[2] = {names[static_cast<size_t>(crossing.a)],
+                                 names[static_cast<size_t>(crossing.b)]};
+  const std::string sends[2] = {worker[0] + "->" + worker[1], worker[1] + "->" + worker[0]};
+  Intervals busy[2], clones[2];
   for (const TraceEvent& e : trace) {
-    if (e.lane.find("->") != std::string::npos) {
-      crossing.copy_times[e.lane][e.name].push_back(e.duration_us * 1e-6);
-    } else if (e.lane == names[static_cast<size_t>(crossing.a)] ||
-               e.lane == names[static_cast<size_t>(crossing.b)]) {
-      crossing.op_times[e.name].push_back(e.duration_us * 1e-6);
+    for (int w = 0; w < 2; ++w) {
+      if (e.lane == worker[w]) busy[w].emplace_back(e.start_us, e.start_us + e.duration_us);
+      if (e.lane == sends[w]) clones[w].emplace_back(e.start_us, e.start_us + e.duration_us);
     }
   }
+  auto overlap = [](const TraceEvent& e, const Intervals& other) {
+    return e.duration_us > 0
+               ? Covered(e.start_us, e.start_us + e.duration_us, other) / e.duration_us
+               : 0.0;
+  };
+  for (const TraceEvent& e : trace) {
+    for (int w = 0; w < 2; ++w) {
+      if (e.lane == sends[w]) {
+        // A clone by worker w, while the receiving worker may be busy.
+        crossing.copy_times[e.lane][e.name].push_back(
+            {e.duration_us * 1e-6, overlap(e, busy[1 - w])});
+      } else if (e.lane == worker[w]) {
+        const double own_us =
+            e.duration_us - Covered(e.start_us, e.start_us + e.duration_us, clones[w]);
+        crossing.op_times[e.name].push_back({own_us * 1e-6, overlap(e, busy[1 - w])});
+      }
+    }
+  }
+}
+
+// What a timing from the crossing step would have taken alone, when both workers busy run
+// `contention` times slower than one (ContentionSpec::Factor(2)): progress was 1 / contention
+// for the overlapping fraction.
+double AloneEquivalent(const CrossingStep::Timed& timed, double contention) {
+  return timed.seconds * (1 - timed.overlap + timed.overlap / contention);
+}
+
+double MedianAlone(const std::vector<CrossingStep::Timed>& timings, double contention) {
+  std::vector<double> seconds;
+  for (const CrossingStep::Timed& timed : timings) {
+    seconds.push_back(AloneEquivalent(timed, contention));
+  }
+  return Median(seconds);
 }
 
 // The link from `from` to `to` fitted from the crossing step: a*bytes + b from the median time of
 // each tensor copied that way, and the receive cost per byte: the ops on `to` took this much
 // longer than alone (`alone` holds every op's median alone on `to`), over the bytes they read
-// from `from`. nullopt when that direction copied fewer than two tensor sizes.
+// from `from`; both as they would have taken with the other worker idle (`contention`: the
+// slowdown of two busy CPU workers). nullopt when that direction copied fewer than two tensor
+// sizes.
 std::optional<sim::LinkSpec> FitCrossingLink(const graph::Graph& graph,
                                              const CrossingStep& crossing,
                                              const std::vector<std::string>& names, int from,
-                                             int to, const std::map<std::string, double>& alone) {
+                                             int to, const std::map<std::string, double>& alone,
+                                             double contention) {
   const auto copies = crossing.copy_times.find(names[static_cast<size_t>(from)] + "->" +
                                                names[static_cast<size_t>(to)]);
   if (copies == crossing.copy_times.end()) return std::nullopt;
   std::vector<sim::TransferSample> samples;
   std::set<int64_t> sizes;
-  for (const auto& [tensor, seconds] : copies->second) {
+  for (const auto& [tensor, timings] : copies->second) {
     const int64_t bytes = graph.tensor(*graph.FindTensor(tensor)).bytes();
-    samples.push_back({bytes, Median(seconds)});
+    samples.push_back({bytes, MedianAlone(timings, contention)});
     sizes.insert(bytes);
   }
   if (sizes.size() < 2) return std::nullopt;
@@ -163,7 +220,7 @@ std::optional<sim::LinkSpec> FitCrossingLink(const graph::Graph& graph,
     const auto placed = crossing.op_times.find(op.name);
     const auto by_itself = alone.find(op.name);
     if (placed == crossing.op_times.end() || by_itself == alone.end()) continue;
-    slower += Median(placed->second) - by_itself->second;
+    slower += MedianAlone(placed->second, contention) - by_itself->second;
     std::set<graph::TensorId> inputs(op.inputs.begin(), op.inputs.end());
     for (graph::TensorId t : inputs) {
       const graph::Tensor& tensor = graph.tensor(t);
@@ -182,6 +239,74 @@ std::optional<sim::LinkSpec> FitCrossingLink(const graph::Graph& graph,
   return link;
 }
 
+// The devices of each kind that has several: contention is measured among them.
+std::vector<std::vector<size_t>> KindsOfSeveral(const DeviceSet& devices) {
+  std::vector<std::vector<size_t>> kinds;
+  for (DeviceType type : {DeviceType::kCpu, DeviceType::kCuda}) {
+    std::vector<size_t> of_type;
+    for (size_t d = 0; d < devices.size(); ++d) {
+      if (devices[d].type == type) of_type.push_back(d);
+    }
+    if (of_type.size() >= 2) kinds.push_back(std::move(of_type));
+  }
+  return kinds;
+}
+
+// An untimed round, then `steps` timed ones, in which every device of `kind` runs its whole step
+// at once (each on its own thread, starting together): what each op takes while all the others
+// of its kind are busy goes to `contended_times`.
+void RunConcurrently(std::vector<std::unique_ptr<Executor>>& alone, const std::vector<size_t>& kind,
+                     const TensorMap& batch, const DeviceSet& devices, int steps,
+                     std::vector<std::map<std::string, std::vector<double>>>& contended_times) {
+  for (int round = 0; round <= steps; ++round) {
+    std::vector<StepResult> results(kind.size());
+    std::vector<std::exception_ptr> errors(kind.size());
+    {
+      std::vector<std::jthread> threads;
+      for (size_t i = 0; i < kind.size(); ++i) {
+        threads.emplace_back([&, i] {
+          try {
+            results[i] = alone[kind[i]]->RunStep(batch);
+          } catch (...) {
+            errors[i] = std::current_exception();
+          }
+        });
+      }
+    }
+    for (const std::exception_ptr& error : errors) {
+      if (error) std::rethrow_exception(error);
+    }
+    if (round == 0) continue;
+    for (size_t i = 0; i < kind.size(); ++i) {
+      for (const TraceEvent& e : results[i].trace) {
+        if (e.lane == devices[kind[i]].name) {
+          contended_times[kind[i]][e.name].push_back(e.duration_us * 1e-6);
+        }
+      }
+    }
+  }
+}
+
+// The slowdown of the devices of `kind` all busy at once: the sum over their ops of the median
+// time contended over the sum of the median time alone (so that the ops that take the time weigh
+// the most); never below 1 (noise, not a speed-up).
+sim::ContentionSpec FitContention(
+    const std::vector<size_t>& kind,
+    const std::vector<std::map<std::string, double>>& alone_seconds,
+    const std::vector<std::map<std::string, std::vector<double>>>& contended_times) {
+  double alone = 0, contended = 0;
+  for (size_t d : kind) {
+    for (const auto& [op, times] : contended_times[d]) {
+      const auto by_itself = alone_seconds[d].find(op);
+      if (by_itself == alone_seconds[d].end()) continue;
+      alone += by_itself->second;
+      contended += Median(times);
+    }
+  }
+  return {.devices = static_cast<int>(kind.size()),
+          .slowdown = alone > 0 ? std::max(1.0, contended / alone) : 1.0};
+}
+
 }  // namespace
 
 sim::ProfiledCostModel ProfileDevices(const graph::Graph& graph, const DeviceSet& devices,
@@ -196,12 +321,13 @@ sim::ProfiledCostModel ProfileDevices(const graph::Graph& graph, const DeviceSet
   const TensorMap parameters = InitializeParameters(graph, options.seed);
   TensorMap batch = SyntheticBatch(graph, options.seed + 1);
   const std::vector<std::string> names = DeviceNames(devices);
-  // Every device alone, with the thread budget it has in a placement, and every pair of CPU
-  // workers in a crossing step. They take turns in blocks of a few steps, so that a slow phase of
-  // a shared machine (another tenant's memory traffic) falls on all of them alike instead of on
-  // whichever was being profiled then. Each block starts with an untimed step: the others' steps
-  // have evicted this one's data from the caches, while a measured placement runs its steps back
-  // to back (timed right after the turn, ops came out about 10% slower than in measured steps).
+  // Every device alone, with the thread budget it has in a placement, every pair of CPU workers
+  // in a crossing step, and the devices of each kind all at once. They take turns in blocks of a
+  // few steps, so that a slow phase of a shared machine (another tenant's memory traffic) falls on
+  // all of them alike instead of on whichever was being profiled then. Each block starts with an
+  // untimed step: the others' steps have evicted this one's data from the caches, while a measured
+  // placement runs its steps back to back (timed right after the turn, ops came out about 10%
+  // slower than in measured steps).
   constexpr int kTimedStepsPerBlock = 2;
   std::vector<std::unique_ptr<Executor>> alone;
   for (size_t d = 0; d < devices.size(); ++d) {
@@ -222,7 +348,9 @@ sim::ProfiledCostModel ProfileDevices(const graph::Graph& graph, const DeviceSet
     for (auto& executor : alone) executor->RunStep(batch);
     for (CrossingStep& crossing : crossings) crossing.executor->RunStep(batch);
   }
+  const std::vector<std::vector<size_t>> kinds = KindsOfSeveral(devices);
   std::vector<std::map<std::string, std::vector<double>>> op_times(devices.size());
+  std::vector<std::map<std::string, std::vector<double>>> contended_times(devices.size());
   for (int timed = 0; timed < options.timed_steps; timed += kTimedStepsPerBlock) {
     const int steps = std::min(kTimedStepsPerBlock, options.timed_steps - timed);
     for (size_t d = 0; d < devices.size(); ++d) {
@@ -239,6 +367,9 @@ sim::ProfiledCostModel ProfileDevices(const graph::Graph& graph, const DeviceSet
         RecordCrossingStep(crossing, names, crossing.executor->RunStep(batch).trace);
       }
     }
+    for (const std::vector<size_t>& kind : kinds) {
+      RunConcurrently(alone, kind, batch, devices, steps, contended_times);
+    }
   }
   alone.clear();
   std::vector<std::map<std::string, double>> alone_seconds(devices.size());
@@ -248,12 +379,18 @@ sim::ProfiledCostModel ProfileDevices(const graph::Graph& graph, const DeviceSet
       profile.SetOpSeconds(op, devices[d].name, alone_seconds[d][op]);
     }
   }
+  for (const std::vector<size_t>& kind : kinds) {
+    profile.SetContention(devices[kind.front()].type,
+                          FitContention(kind, alone_seconds, contended_times));
+  }
   std::map<std::pair<int, int>, sim::LinkSpec> from_steps;
+  const double cpu_contention =
+      profile.FindContention(DeviceType::kCpu).value_or(sim::ContentionSpec{}).Factor(2);
   for (CrossingStep& crossing : crossings) {
     crossing.executor.reset();
     for (auto [from, to] : {std::pair{crossing.a, crossing.b}, std::pair{crossing.b, crossing.a}}) {
       if (auto link = FitCrossingLink(graph, crossing, names, from, to,
-                                      alone_seconds[static_cast<size_t>(to)])) {
+                                      alone_seconds[static_cast<size_t>(to)], cpu_contention)) {
         from_steps[{from, to}] = *link;
       }
     }

@@ -14,6 +14,7 @@
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 using Result = placer::test_support::CommandResult;
 using placer::test_support::RunPlacer;
@@ -156,11 +157,26 @@ TEST(CliTest, ProfileFeedsTheSimulatorThatEvaluateCompares) {
   EXPECT_EQ(evaluated.exit_code, 0) << evaluated.output;
   EXPECT_THAT(evaluated.output, AllOf(HasSubstr("simulated (" + profile), HasSubstr("lower bound"),
                                       HasSubstr("simulated / measured")));
+  EXPECT_THAT(evaluated.output, Not(HasSubstr("no timing")));
+  // The data-parallel step has its own ops, which a profile of the model alone does not time:
+  // the roofline stands in, and evaluate says so and how to profile them; profiled, it is quiet.
+  Result unprofiled = RunPlacer("evaluate --config " + path + " --simulate --data-parallel");
+  EXPECT_EQ(unprofiled.exit_code, 0) << unprofiled.output;
+  EXPECT_THAT(unprofiled.output,
+              AllOf(HasSubstr(profile + " has no timing for"),
+                    HasSubstr("placer profile --config " + path + " --data-parallel")));
+  Result replicas = RunPlacer("profile --config " + path + " --data-parallel --output " + profile);
+  ASSERT_EQ(replicas.exit_code, 0) << replicas.output;
+  Result profiled = RunPlacer("evaluate --config " + path + " --simulate --data-parallel");
+  EXPECT_EQ(profiled.exit_code, 0) << profiled.output;
+  EXPECT_THAT(profiled.output,
+              AllOf(HasSubstr("simulated / measured"), Not(HasSubstr("no timing"))));
   // A broken profile is bad input, named.
   std::ofstream(profile) << "{ not json";
   Result broken = RunPlacer("evaluate --config " + path + " --simulate");
   EXPECT_EQ(broken.exit_code, 2) << broken.output;
   EXPECT_THAT(broken.output, HasSubstr(profile));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
@@ -187,6 +203,9 @@ TEST(CliTest, EvaluateSimulatesAClusterLargerThanTheMachineAndWritesItsTrace) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, AllOf(HasSubstr("simulated (roofline model)"), HasSubstr("lower bound"),
                               HasSubstr("cuda:1")));
+  // Without a profile the roofline model says it is uncalibrated, and how to calibrate it.
+  EXPECT_THAT(r.output, AllOf(HasSubstr("the roofline model is uncalibrated"),
+                              HasSubstr("placer profile --config " + SimulatedOnlyConfig())));
   std::ifstream in(trace);
   const std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_THAT(json, AllOf(HasSubstr("traceEvents"), HasSubstr("conv1"), HasSubstr("cuda:0")));

@@ -318,6 +318,14 @@ TEST(ProfilerTest, TimesEveryOpOnEveryWorkerAndFitsBothDirectionsFromRealCopies)
     EXPECT_GE(link->receive_seconds_per_byte, 0.0) << from << "->" << to;
     EXPECT_TRUE(std::isfinite(link->receive_seconds_per_byte)) << from << "->" << to;
   }
+  // The two workers were also timed running at once: how much slower that made them (never
+  // faster: a measured speed-up is noise).
+  std::optional<sim::ContentionSpec> contention = profile.FindContention(DeviceType::kCpu);
+  ASSERT_TRUE(contention.has_value());
+  EXPECT_EQ(contention->devices, 2);
+  EXPECT_GE(contention->slowdown, 1.0);
+  EXPECT_TRUE(std::isfinite(contention->slowdown));
+  EXPECT_FALSE(profile.FindContention(DeviceType::kCuda).has_value());
 }
 
 TEST(SummariseSamplesTest, MedianOfOddAndEvenCounts) {

@@ -60,8 +60,11 @@ std::vector<std::string> Names(const DeviceSet& devices) {
 class FixedCostModel : public CostModel {
  public:
   FixedCostModel(std::map<std::string, double> op_seconds, LinkSpec link,
-                 double default_seconds = 1)
-      : op_seconds_(std::move(op_seconds)), link_(link), default_seconds_(default_seconds) {}
+                 double default_seconds = 1, ContentionSpec contention = {})
+      : op_seconds_(std::move(op_seconds)),
+        link_(link),
+        default_seconds_(default_seconds),
+        contention_(contention) {}
 
   double OpSeconds(const Graph& graph, OpId op, const Device&) const override {
     auto it = op_seconds_.find(graph.op(op).name);
@@ -74,11 +77,15 @@ class FixedCostModel : public CostModel {
   double ReceiveSecondsPerByte(const Device&, const Device&) const override {
     return link_.receive_seconds_per_byte;
   }
+  double ContentionFactor(const Device&, int busy) const override {
+    return contention_.Factor(busy);
+  }
 
  private:
   std::map<std::string, double> op_seconds_;
   LinkSpec link_;
   double default_seconds_;
+  ContentionSpec contention_;
 };
 
 // Forward ops on the named devices (by index into `devices`); the rest of the step follows.
@@ -208,6 +215,64 @@ TEST(SimulatorTest, ForkJoinBranchesOverlapOnTwoDevices) {
   // Serially it would take 2 + 3 + 1.
   SimulationResult serial = Simulator(g, devices, costs).Simulate(Place(g, devices, {}));
   EXPECT_DOUBLE_EQ(serial.step_seconds, 6);
+}
+
+// Two CPU workers busy at once each run at 1 / 1.5 of their speed alone.
+constexpr ContentionSpec kHalfAgainSlower{.devices = 2, .slowdown = 1.5};
+
+TEST(SimulatorTest, DevicesOfOneKindSlowEachOtherDownWhileTheyOverlap) {
+  Graph g;
+  ModelBuilder b(g);
+  TensorId x = b.Input("x", {4});
+  b.Apply("join", graph::op_types::kAdd, {b.Relu("left", x), b.Relu("right", x)});
+  DeviceSet devices = {Cpu(0), Cpu(1)};
+  FixedCostModel costs({{"left", 2}, {"right", 3}, {"join", 1}}, kOneAndAHalfSecondLink, 1,
+                       kHalfAgainSlower);
+  SimulationResult r =
+      Simulator(g, devices, costs).Simulate(Place(g, devices, {{"right", 1}}), true);
+  ASSERT_TRUE(r.valid) << r.invalid_reason;
+  // Both start at 0, both slowed: left's 2 s alone take [0,3]. By then right has done 3 / 1.5 = 2
+  // of its 3 s; alone from then on, it ends at 4. cpu:1 clones it to cpu:0 while cpu:0 idles:
+  // 1.5 s alone [4,5.5]; join runs alone [5.5,6.5].
+  EXPECT_DOUBLE_EQ(r.step_seconds, 6.5);
+  EXPECT_THAT(Lane(r, kCpu0), ElementsAre(Span{"left", 0, 3e6}, Span{"join", 5.5e6, 1e6}));
+  EXPECT_THAT(Lane(r, kCpu1), ElementsAre(Span{"right", 0, 5.5e6}));
+  EXPECT_THAT(Lane(r, "cpu:1->cpu:0"), ElementsAre(Span{"right", 4e6, 1.5e6}));
+  EXPECT_THAT(r.busy_seconds, ElementsAre(3 + 1, 4 + 1.5));
+  // Without the slowdown: max(2, 3 + 1.5) + 1.
+  FixedCostModel alone_costs({{"left", 2}, {"right", 3}, {"join", 1}}, kOneAndAHalfSecondLink);
+  EXPECT_DOUBLE_EQ(
+      Simulator(g, devices, alone_costs).Simulate(Place(g, devices, {{"right", 1}})).step_seconds,
+      5.5);
+  // The same ops on one worker never overlap anything: 2 + 3 + 1, as without contention.
+  EXPECT_DOUBLE_EQ(Simulator(g, devices, costs).Simulate(Place(g, devices, {})).step_seconds, 6);
+}
+
+TEST(SimulatorTest, OnlyDevicesOfTheSameKindSlowEachOtherDown) {
+  // left on cpu:0 [0,5] overlaps cuda:0's work from 0 to 6 (x copied in [0,1.5], right
+  // [1.5,4.5], right's output to cpu:0 on cuda:0's stream [4.5,6]) and is not slowed by it: join
+  // runs [6,7]. (cpu:1 idles; with it busy, cpu:0 would be slowed.)
+  Graph g;
+  ModelBuilder b(g);
+  TensorId x = b.Input("x", {4});
+  b.Apply("join", graph::op_types::kAdd, {b.Relu("left", x), b.Relu("right", x)});
+  DeviceSet devices = {Cpu(0), Cuda(0), Cpu(1)};
+  FixedCostModel costs({{"left", 5}, {"right", 3}, {"join", 1}}, kOneAndAHalfSecondLink, 1,
+                       kHalfAgainSlower);
+  SimulationResult r =
+      Simulator(g, devices, costs).Simulate(Place(g, devices, {{"right", 1}}), true);
+  ASSERT_TRUE(r.valid) << r.invalid_reason;
+  EXPECT_DOUBLE_EQ(r.step_seconds, 7);
+  EXPECT_THAT(Lane(r, kCpu0), ElementsAre(Span{"left", 0, 5e6}, Span{"join", 6e6, 1e6}));
+}
+
+TEST(ContentionSpecTest, GrowsLinearlyWithTheBusyDevicesUpToTheMeasuredCount) {
+  const ContentionSpec spec{.devices = 3, .slowdown = 2};
+  EXPECT_DOUBLE_EQ(spec.Factor(0), 1);
+  EXPECT_DOUBLE_EQ(spec.Factor(1), 1);
+  EXPECT_DOUBLE_EQ(spec.Factor(2), 1.5);
+  EXPECT_DOUBLE_EQ(spec.Factor(3), 2);
+  EXPECT_DOUBLE_EQ(spec.Factor(8), 2);  // not extrapolated beyond what was measured
 }
 
 TEST(SimulatorTest, TwoTransfersOnOneChannelAreSerialised) {
@@ -595,6 +660,7 @@ TEST_F(ProfiledCostModelTest, RoundTripsThroughJson) {
   model.SetLink(
       "cpu:0", "cuda:0",
       {.seconds_per_byte = 5e-11, .latency_seconds = 9e-6, .receive_seconds_per_byte = 1e-10});
+  model.SetContention(DeviceType::kCpu, {.devices = 2, .slowdown = 1.25});
   const std::filesystem::path file = dir_ / "profile.json";
   model.Save(file);
 
@@ -608,6 +674,9 @@ TEST_F(ProfiledCostModelTest, RoundTripsThroughJson) {
   EXPECT_EQ(loaded.FindLink("cpu:0", "cuda:0"), (LinkSpec{.seconds_per_byte = 5e-11,
                                                           .latency_seconds = 9e-6,
                                                           .receive_seconds_per_byte = 1e-10}));
+  EXPECT_EQ(loaded.FindContention(DeviceType::kCpu),
+            (ContentionSpec{.devices = 2, .slowdown = 1.25}));
+  EXPECT_EQ(loaded.FindContention(DeviceType::kCuda), std::nullopt);
   EXPECT_EQ(loaded.ToJson(), model.ToJson());
 
   // Measured where there is an entry, the roofline fallback elsewhere.
@@ -623,6 +692,10 @@ TEST_F(ProfiledCostModelTest, RoundTripsThroughJson) {
   EXPECT_DOUBLE_EQ(loaded.TransferSeconds(1'000'000, &cpu, cpu1),
                    loaded.fallback().TransferSeconds(1'000'000, &cpu, cpu1));
   EXPECT_DOUBLE_EQ(loaded.ReceiveSecondsPerByte(cpu, cpu1), 0);
+  // The CPU workers' contention, and none measured among GPUs.
+  EXPECT_DOUBLE_EQ(loaded.ContentionFactor(cpu, 1), 1);
+  EXPECT_DOUBLE_EQ(loaded.ContentionFactor(cpu, 2), 1.25);
+  EXPECT_DOUBLE_EQ(loaded.ContentionFactor(gpu, 2), 1);
 }
 
 TEST_F(ProfiledCostModelTest, AProfileWithoutReceiveCostsReadsThemAsZero) {
@@ -636,6 +709,9 @@ TEST_F(ProfiledCostModelTest, AProfileWithoutReceiveCostsReadsThemAsZero) {
   ProfiledCostModel loaded = ProfiledCostModel::Load(file);
   EXPECT_EQ(loaded.FindLink("cpu:0", "cpu:1"),
             (LinkSpec{.seconds_per_byte = 1e-10, .latency_seconds = 1e-6}));
+  // Nor contention: its devices run as they were timed, alone.
+  EXPECT_EQ(loaded.FindContention(DeviceType::kCpu), std::nullopt);
+  EXPECT_DOUBLE_EQ(loaded.ContentionFactor(Cpu(0), 2), 1);
   const std::filesystem::path negative = Write("negative.json", R"({
     "version": 1, "model": "lenet", "libtorch_version": "2.11.0", "date": "2025-06-01",
     "devices": [], "ops": [],
@@ -646,6 +722,51 @@ TEST_F(ProfiledCostModelTest, AProfileWithoutReceiveCostsReadsThemAsZero) {
               ::testing::ThrowsMessage<ProfileError>(
                   ::testing::AllOf(HasSubstr(negative.string()), HasSubstr("links[0]"),
                                    HasSubstr("receive_seconds_per_byte"))));
+}
+
+TEST_F(ProfiledCostModelTest, ABadContentionEntryIsAnErrorNamingTheFileAndTheEntry) {
+  auto with = [&](const std::string& name, const std::string& entries) {
+    return Write(name, R"({
+      "version": 1, "model": "lenet", "libtorch_version": "2.11.0", "date": "2025-06-01",
+      "devices": [], "ops": [], "links": [],
+      "contention": [)" + entries +
+                           "]}");
+  };
+  auto error_of = [](const std::filesystem::path& file) -> std::string {
+    try {
+      ProfiledCostModel::Load(file);
+    } catch (const ProfileError& error) {
+      return error.what();
+    }
+    return "no error";
+  };
+  const std::filesystem::path missing =
+      with("missing.json", R"({"device_type": "cpu", "devices": 2, "slowdown": 1.2},
+                             {"device_type": "cuda", "devices": 4})");
+  EXPECT_THAT(error_of(missing),
+              HasSubstr(missing.string() + ": contention[1]: missing field 'slowdown'"));
+  const std::filesystem::path kind =
+      with("kind.json", R"({"device_type": "tpu", "devices": 2, "slowdown": 1.2})");
+  EXPECT_THAT(error_of(kind), ::testing::AllOf(HasSubstr(kind.string() + ": contention[0]"),
+                                               HasSubstr("device_type")));
+  const std::filesystem::path one =
+      with("one.json", R"({"device_type": "cpu", "devices": 1, "slowdown": 1.2})");
+  EXPECT_THAT(error_of(one), ::testing::AllOf(HasSubstr(one.string() + ": contention[0]"),
+                                              HasSubstr("'devices'")));
+  const std::filesystem::path faster =
+      with("faster.json", R"({"device_type": "cpu", "devices": 2, "slowdown": 0.5})");
+  EXPECT_THAT(error_of(faster), ::testing::AllOf(HasSubstr(faster.string() + ": contention[0]"),
+                                                 HasSubstr("'slowdown'")));
+  const std::filesystem::path twice =
+      with("twice.json", R"({"device_type": "cpu", "devices": 2, "slowdown": 1.2},
+                           {"device_type": "cpu", "devices": 2, "slowdown": 1.3})");
+  EXPECT_THAT(error_of(twice), ::testing::AllOf(HasSubstr(twice.string() + ": contention[1]"),
+                                                HasSubstr("a second entry")));
+  const std::filesystem::path mistyped =
+      with("mistyped.json", R"({"device_type": "cpu", "devices": "2", "slowdown": 1.2})");
+  EXPECT_THAT(error_of(mistyped),
+              HasSubstr(mistyped.string() +
+                        ": contention[0]: field 'devices' must be a number, found string"));
 }
 
 TEST_F(ProfiledCostModelTest, AMalformedFileIsAnErrorNamingIt) {

@@ -52,7 +52,23 @@ void CheckLink(const std::string& from, const std::string& to, const LinkSpec& l
 
 bool IsCuda(const Device* device) { return device != nullptr && device->type == DeviceType::kCuda; }
 
+void CheckContention(DeviceType type, const ContentionSpec& spec) {
+  if (spec.devices < 2) {
+    throw std::invalid_argument(
+        fmt::format("contention of {} devices: 'devices' must be at least 2, got {}",
+                    DeviceTypeName(type), spec.devices));
+  }
+  if (!(spec.slowdown >= 1) || !std::isfinite(spec.slowdown)) {
+    throw std::invalid_argument(fmt::format(
+        "contention of {} devices: 'slowdown' must be finite and at least 1 (busy devices never "
+        "run faster than one alone), got {}",
+        DeviceTypeName(type), spec.slowdown));
+  }
+}
+
 }  // namespace
+
+std::string DeviceTypeName(DeviceType type) { return type == DeviceType::kCuda ? "cuda" : "cpu"; }
 
 LinkSpec LinkPresets::Nvlink() {
   return {.seconds_per_byte = 1.0 / 450e9, .latency_seconds = kPlacetoTransferLatencySeconds};
@@ -212,6 +228,22 @@ std::optional<LinkSpec> ProfiledCostModel::FindLink(const std::string& from,
   return it->second;
 }
 
+void ProfiledCostModel::SetContention(DeviceType type, const ContentionSpec& spec) {
+  CheckContention(type, spec);
+  contention_[type] = spec;
+}
+
+std::optional<ContentionSpec> ProfiledCostModel::FindContention(DeviceType type) const {
+  auto it = contention_.find(type);
+  if (it == contention_.end()) return std::nullopt;
+  return it->second;
+}
+
+double ProfiledCostModel::ContentionFactor(const Device& device, int busy) const {
+  auto it = contention_.find(device.type);
+  return it == contention_.end() ? 1 : it->second.Factor(busy);
+}
+
 double ProfiledCostModel::OpSeconds(const graph::Graph& graph, graph::OpId op,
                                     const Device& device) const {
   if (auto measured = FindOpSeconds(graph.op(op).name, device.name)) return *measured;
@@ -250,13 +282,20 @@ std::string ProfiledCostModel::ToJson() const {
                      {"latency_seconds", link.latency_seconds},
                      {"receive_seconds_per_byte", link.receive_seconds_per_byte}});
   }
+  json contention = json::array();
+  for (const auto& [type, spec] : contention_) {
+    contention.push_back({{"device_type", DeviceTypeName(type)},
+                          {"devices", spec.devices},
+                          {"slowdown", spec.slowdown}});
+  }
   json document = {{"version", kFormatVersion},
                    {"model", metadata_.model},
                    {"libtorch_version", metadata_.libtorch_version},
                    {"date", metadata_.date},
                    {"devices", devices},
                    {"ops", ops},
-                   {"links", links}};
+                   {"links", links},
+                   {"contention", contention}};
   return document.dump(2) + "\n";
 }
 
@@ -362,6 +401,31 @@ ProfiledCostModel ProfiledCostModel::FromJson(const std::string& text, const std
       }
       try {
         model.SetLink(from, to, link);  // checks every field
+      } catch (const std::invalid_argument& error) {
+        entry.Fail(error.what());
+      }
+    }
+  }
+  // Profiles written before contention was measured lack it: devices alone, as they were timed.
+  if (document.contains("contention")) {
+    const nlohmann::json& contention = top.Array("contention");
+    for (size_t i = 0; i < contention.size(); ++i) {
+      FieldReader entry(contention[i], source, fmt::format("contention[{}]", i));
+      const std::string kind = entry.String("device_type");
+      if (kind != "cpu" && kind != "cuda") {
+        entry.Fail(fmt::format("'device_type' must be \"cpu\" or \"cuda\", got \"{}\"", kind));
+      }
+      const DeviceType type = kind == "cuda" ? DeviceType::kCuda : DeviceType::kCpu;
+      const double devices = entry.Number("devices");
+      if (devices != std::floor(devices) || devices < 2 || devices > 1e6) {
+        entry.Fail(fmt::format("'devices' must be a whole number of at least 2, got {}", devices));
+      }
+      if (model.FindContention(type)) {
+        entry.Fail(fmt::format("a second entry for {} devices", kind));
+      }
+      try {
+        model.SetContention(
+            type, {.devices = static_cast<int>(devices), .slowdown = entry.Number("slowdown")});
       } catch (const std::invalid_argument& error) {
         entry.Fail(error.what());
       }

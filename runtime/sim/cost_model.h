@@ -40,6 +40,31 @@ class CostModel {
                                        const runtime::Device& /*to*/) const {
     return 0;
   }
+
+  // How many times longer anything `device` does (an op, a copy it issues) takes while `busy`
+  // devices of its kind on the host, itself included, are working at once, than alone (see
+  // ContentionSpec); 1 for busy <= 1. The profiled op and copy times are times alone.
+  virtual double ContentionFactor(const runtime::Device& /*device*/, int /*busy*/) const {
+    return 1;
+  }
+};
+
+// Devices of one kind on one host share what lies beyond their own cores or SMs: CPU workers
+// share caches, memory bandwidth and possibly physical cores (two vCPUs may be hyper-threads of
+// one), GPUs share PCIe root complexes and host memory. So an op runs slower while other devices
+// of its kind are busy than alone, which is how the profiler times it. `slowdown` is measured
+// with `devices` devices of the kind all busy: time then over time alone. In between, the
+// slowdown grows linearly with the busy devices (1 alone); beyond, it stays at the measured one.
+struct ContentionSpec {
+  int devices = 2;      // how many devices of the kind were busy at once (>= 2)
+  double slowdown = 1;  // >= 1
+
+  double Factor(int busy) const {
+    if (busy <= 1) return 1;
+    if (busy >= devices) return slowdown;
+    return 1 + (slowdown - 1) * static_cast<double>(busy - 1) / static_cast<double>(devices - 1);
+  }
+  bool operator==(const ContentionSpec&) const = default;
 };
 
 // Throughput of one device for the roofline estimate.
@@ -166,13 +191,15 @@ struct ProfileMetadata {
   bool operator==(const ProfileMetadata&) const = default;
 };
 
-// Measured per-op seconds keyed by (op name, device name) and fitted links keyed by (from, to);
-// anything missing falls back to a roofline model. The profiler fills it; the JSON file is
+// Measured per-op seconds keyed by (op name, device name), fitted links keyed by (from, to) and
+// the contention of each device kind; anything missing falls back to a roofline model (which has
+// no contention). The profiler fills it; the JSON file is
 //   {"version": 1, "model": ..., "libtorch_version": ..., "date": ...,
 //    "devices": [{"name": "cuda:0", "type": "NVIDIA H200"}, ...],
 //    "ops": [{"op": "conv1", "device": "cuda:0", "seconds": 1.2e-5}, ...],
 //    "links": [{"from": "host", "to": "cuda:0", "seconds_per_byte": ..., "latency_seconds": ...,
-//               "receive_seconds_per_byte": ...}]}      (the last one optional, 0 when absent)
+//               "receive_seconds_per_byte": ...}],  (the last one optional, 0 when absent)
+//    "contention": [{"device_type": "cpu", "devices": 2, "slowdown": 1.3}]}  (optional)
 class ProfiledCostModel : public CostModel {
  public:
   static constexpr int kFormatVersion = 1;
@@ -191,6 +218,11 @@ class ProfiledCostModel : public CostModel {
   // Records the fitted link from `from` (a device name or kHostName) to `to`.
   void SetLink(const std::string& from, const std::string& to, const LinkSpec& link);
   std::optional<LinkSpec> FindLink(const std::string& from, const std::string& to) const;
+  // Records the contention among devices of `type`. Throws std::invalid_argument unless
+  // spec.devices >= 2 and spec.slowdown is finite and >= 1.
+  void SetContention(runtime::DeviceType type, const ContentionSpec& spec);
+  std::optional<ContentionSpec> FindContention(runtime::DeviceType type) const;
+  void ClearContention() { contention_.clear(); }
   const RooflineCostModel& fallback() const { return fallback_; }
 
   double OpSeconds(const graph::Graph& graph, graph::OpId op,
@@ -199,6 +231,7 @@ class ProfiledCostModel : public CostModel {
                          const runtime::Device& to) const override;
   double ReceiveSecondsPerByte(const runtime::Device& from,
                                const runtime::Device& to) const override;
+  double ContentionFactor(const runtime::Device& device, int busy) const override;
 
   // JSON text of the profile; `source` names the text in errors (a file name).
   std::string ToJson() const;
@@ -215,7 +248,11 @@ class ProfiledCostModel : public CostModel {
   ProfileMetadata metadata_;
   std::map<std::pair<std::string, std::string>, double> op_seconds_;
   std::map<std::pair<std::string, std::string>, LinkSpec> links_;
+  std::map<runtime::DeviceType, ContentionSpec> contention_;
 };
+
+// "cpu" or "cuda", as a profile names a device kind.
+std::string DeviceTypeName(runtime::DeviceType type);
 
 // Seconds of a ring all-reduce of `bytes` over `devices` devices whose every hop is `link`:
 // 2(n-1)/n * bytes * seconds_per_byte + 2(n-1) * latency (reduce-scatter, then all-gather, each

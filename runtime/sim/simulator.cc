@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 #include <stdexcept>
@@ -49,7 +50,13 @@ struct Simulator::Workspace {
     OpId op = kNoOp;
     CopyTask copy;
     double start = 0;
-    double duration = 0;
+    double duration = 0;   // alone; once finished, as it ran
+    int64_t sequence = 0;  // of the event that ends it; others for this device are stale
+    // Under contention: the seconds alone left at `since`, and the factor it runs at since then
+    // (0: not timed yet).
+    double work_left = 0;
+    double since = 0;
+    double factor = 0;
   };
   // A first-in, first-out queue of copies that reuses its storage once drained.
   struct CopyQueue {
@@ -80,6 +87,7 @@ struct Simulator::Workspace {
   std::vector<Event> events;      // min-heap: when each busy device finishes its current task
   int64_t next_sequence = 0;
   std::vector<uint8_t> reads_on;  // per device, scratch for QueueCopiesOf
+  std::array<int, 2> busy_of_kind{};  // scratch for Retime: CPU workers, GPUs
   std::vector<int64_t> memory_now;
   std::vector<ChannelStats> channels;
   std::vector<std::vector<runtime::TraceEvent>> trace;  // per device, as the executor keeps it
@@ -240,6 +248,24 @@ Simulator::Simulator(const graph::Graph& graph, runtime::DeviceSet devices,
       any_receive_cost_ = any_receive_cost_ || seconds > 0;
     }
   }
+  const size_t stride = static_cast<size_t>(num_devices_) + 1;
+  contention_.assign(static_cast<size_t>(num_devices_) * stride, 1.0);
+  for (int d = 0; d < num_devices_; ++d) {
+    kind_of_.push_back(is_cuda_[d]);
+    const auto same_kind =
+        static_cast<int>(std::count_if(devices_.begin(), devices_.end(),
+                                       [&](const auto& e) { return e.type == devices_[d].type; }));
+    for (int busy = 2; busy <= same_kind; ++busy) {
+      const double factor = cost_model.ContentionFactor(devices_[d], busy);
+      if (!IsValidCost(factor) || factor <= 0) {
+        ThrowInvalidCost(factor, fmt::format("the contention factor of {} with {} devices of its "
+                                             "kind busy",
+                                             device_names_[d], busy));
+      }
+      contention_[d * stride + busy] = factor;
+      any_contention_ = any_contention_ || factor != 1;
+    }
+  }
 }
 
 // What op `op` on `device` pays beyond its profiled time for the inputs that crossed to it from
@@ -337,13 +363,46 @@ void Simulator::StartNext(Workspace& w, int device, double now) const {
   }
   run.active = true;
   run.start = now;
-  w.events.push_back({now + run.duration, w.next_sequence++, device});
+  if (any_contention_) {
+    run.work_left = run.duration;
+    run.since = now;
+    run.factor = 0;  // timed by Retime, once every device has picked its work
+  } else {
+    ScheduleEnd(w, device, now + run.duration);
+  }
+}
+
+void Simulator::ScheduleEnd(Workspace& w, int device, double time) const {
+  w.running[device].sequence = w.next_sequence;
+  w.events.push_back({time, w.next_sequence++, device});
   std::push_heap(w.events.begin(), w.events.end(), std::greater<>());
+}
+
+// Under contention: times every running task at the factor of the devices of its kind busy now.
+// A task whose factor changed is re-timed from the work it has left; its earlier end is stale.
+void Simulator::Retime(Workspace& w, double now) const {
+  std::fill(w.busy_of_kind.begin(), w.busy_of_kind.end(), 0);
+  for (int d = 0; d < num_devices_; ++d) {
+    if (w.running[d].active) ++w.busy_of_kind[kind_of_[d]];
+  }
+  const size_t stride = static_cast<size_t>(num_devices_) + 1;
+  for (int d = 0; d < num_devices_; ++d) {
+    Workspace::Running& run = w.running[d];
+    if (!run.active) continue;
+    const double factor = contention_[d * stride + w.busy_of_kind[kind_of_[d]]];
+    if (factor == run.factor) continue;
+    if (run.factor > 0)
+      run.work_left = std::max(0.0, run.work_left - (now - run.since) / run.factor);
+    run.since = now;
+    run.factor = factor;
+    ScheduleEnd(w, d, now + run.work_left * factor);
+  }
 }
 
 void Simulator::Finish(Workspace& w, int device, double now) const {
   Workspace::Running& run = w.running[device];
   run.active = false;
+  if (any_contention_) run.duration = now - run.start;
   if (!run.is_copy) {
     const OpId op = run.op;
     ++w.ops_done;
@@ -458,19 +517,26 @@ SimulationResult Simulator::Simulate(const graph::Placement& placement, bool rec
     }
   }
   for (int d = 0; d < num_devices_; ++d) StartNext(w, d, 0);
+  if (any_contention_) Retime(w, 0);
 
   while (!w.events.empty() && !w.out_of_memory) {
     const double now = w.events.front().time;
     // Everything that ends at `now` first, then the idle devices pick: an op made ready at `now`
     // competes with the others on its device by rank, whichever event released it.
+    bool finished = false;
     while (!w.events.empty() && w.events.front().time == now && !w.out_of_memory) {
       std::pop_heap(w.events.begin(), w.events.end(), std::greater<>());
-      const int device = w.events.back().device;
+      const Workspace::Event event = w.events.back();
       w.events.pop_back();
-      Finish(w, device, now);
+      const Workspace::Running& run = w.running[event.device];
+      if (!run.active || run.sequence != event.sequence) continue;  // re-timed since
+      Finish(w, event.device, now);
+      finished = true;
     }
+    if (!finished) continue;
     w.last_time = now;
     for (int d = 0; d < num_devices_; ++d) StartNext(w, d, now);
+    if (any_contention_) Retime(w, now);
   }
 
   SimulationResult& result = w.result;

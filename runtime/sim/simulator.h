@@ -41,6 +41,11 @@
 //   were scheduled; then idle devices pick, by index), where the executor's threads race; so the
 //   simulation is deterministic.
 // - An op without inputs (a Constant) is ready at the start, as in the executor.
+// - Devices of one kind slow each other down (CostModel::ContentionFactor): whatever a device
+//   does progresses at 1 / factor(k) of its speed alone while k devices of its kind, itself
+//   included, are busy, so a task's time depends on what overlaps it, moment by moment. Whenever
+//   a device of the kind starts or stops, the tasks still running are re-timed from the work they
+//   have left.
 #pragma once
 
 #include <cstdint>
@@ -142,6 +147,8 @@ class Simulator {
   double ReceiveSeconds(const Workspace& w, graph::OpId op, int device) const;
   void StartNext(Workspace& w, int device, double now) const;
   void Finish(Workspace& w, int device, double now) const;
+  void ScheduleEnd(Workspace& w, int device, double time) const;
+  void Retime(Workspace& w, double now) const;
 
   const graph::Graph& graph_;
   runtime::DeviceSet devices_;
@@ -174,6 +181,9 @@ class Simulator {
   std::vector<double> transfer_seconds_;  // [size class * channels + channel]
   std::vector<double> receive_seconds_per_byte_;  // [channel]; 0 for host memory
   bool any_receive_cost_ = false;
+  std::vector<int> kind_of_;        // device -> its kind (0: CPU workers, 1: GPUs)
+  std::vector<double> contention_;  // [device * (devices + 1) + busy devices of its kind]
+  bool any_contention_ = false;
 };
 
 // The lower bound for `graph` on `devices` under `cost_model` (see LowerBoundResult).
