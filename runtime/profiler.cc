@@ -100,12 +100,9 @@ std::string Today() {
 // bytes cost in a step (bench/RESULTS.md). And what the copy leaves out: the ops that read a
 // tensor from the other worker run slower than alone (cold caches, pages faulted in), about as
 // much again as the copies themselves for LeNet.
-struct CrossingStep {
+struct CrossingStep : CrossingTimes {
   int a = 0, b = 0;
-  std::vector<int> device_of_op;  // the expanded alternating placement
   std::unique_ptr<Executor> executor;
-  std::map<std::string, std::map<std::string, std::vector<double>>> copy_times;  // lane, tensor
-  std::map<std::string, std::vector<double>> op_times;
 };
 
 CrossingStep MakeCrossingStep(const graph::Graph& graph, const DeviceSet& devices, int a, int b,
@@ -117,7 +114,10 @@ CrossingStep MakeCrossingStep(const graph::Graph& graph, const DeviceSet& device
     if (graph.op(id).phase != graph::Phase::kForward) continue;
     alternating.device_of_op[static_cast<size_t>(id)] = k++ % 2 == 0 ? a : b;
   }
-  CrossingStep crossing{.a = a, .b = b, .device_of_op = graph::ExpandPlacement(graph, alternating)};
+  CrossingStep crossing;
+  crossing.a = a;
+  crossing.b = b;
+  crossing.device_of_op = graph::ExpandPlacement(graph, alternating);
   crossing.executor = std::make_unique<Executor>(graph, devices, alternating, parameters,
                                                  ExecutorOptions{.record_trace = true});
   return crossing;
@@ -135,12 +135,10 @@ void RecordCrossingStep(CrossingStep& crossing, const std::vector<std::string>& 
   }
 }
 
-// The link from `from` to `to` fitted from the crossing step: a*bytes + b from the median time of
-// each tensor copied that way, and the receive cost per byte: the ops on `to` took this much
-// longer than alone (`alone` holds every op's median alone on `to`), over the bytes they read
-// from `from`. nullopt when that direction copied fewer than two tensor sizes.
+}  // namespace
+
 std::optional<sim::LinkSpec> FitCrossingLink(const graph::Graph& graph,
-                                             const CrossingStep& crossing,
+                                             const CrossingTimes& crossing,
                                              const std::vector<std::string>& names, int from,
                                              int to, const std::map<std::string, double>& alone) {
   const auto copies = crossing.copy_times.find(names[static_cast<size_t>(from)] + "->" +
@@ -181,8 +179,6 @@ std::optional<sim::LinkSpec> FitCrossingLink(const graph::Graph& graph,
   }
   return link;
 }
-
-}  // namespace
 
 sim::ProfiledCostModel ProfileDevices(const graph::Graph& graph, const DeviceSet& devices,
                                       const ProfileOptions& options) {

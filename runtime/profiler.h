@@ -2,7 +2,10 @@
 // timed on every device, and the copy cost between each pair of devices fitted as a*bytes + b.
 #pragma once
 
+#include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "graph/ir.h"
 #include "runtime/device.h"
@@ -27,5 +30,21 @@ struct ProfileOptions {
 // cannot run on a device.
 sim::ProfiledCostModel ProfileDevices(const graph::Graph& graph, const DeviceSet& devices,
                                       const ProfileOptions& options);
+
+// What the alternating step of two CPU workers recorded (its pieces exposed for the tests).
+struct CrossingTimes {
+  std::vector<int> device_of_op;  // the expanded alternating placement
+  std::map<std::string, std::map<std::string, std::vector<double>>> copy_times;  // lane, tensor
+  std::map<std::string, std::vector<double>> op_times;                           // op, seconds
+};
+
+// The link from `from` to `to` (indices into `names`) fitted from the crossing step: a*bytes + b
+// from the median time of each tensor copied that way, and the receive cost per byte: the ops on
+// `to` took this much longer than alone (`alone` holds every op's median alone on `to`), over the
+// bytes they read from `from`. nullopt when that direction copied fewer than two tensor sizes.
+std::optional<sim::LinkSpec> FitCrossingLink(const graph::Graph& graph,
+                                             const CrossingTimes& crossing,
+                                             const std::vector<std::string>& names, int from,
+                                             int to, const std::map<std::string, double>& alone);
 
 }  // namespace placer::runtime
