@@ -34,13 +34,15 @@ int Inspect(const Commands& c) {
   PrintInspection(graph, std::cout);
   // The groups a search would place, which depend on the devices when an expert placement
   // shapes them; devices this machine cannot provide leave them to the other rules.
-  std::vector<std::string> devices;
+  std::vector<std::string> devices, notes;
   try {
     devices = runtime::DeviceNames(runtime::ResolveDevices(config));
-  } catch (const config::ConfigError&) {
+  } catch (const config::ConfigError& error) {
+    notes.push_back(fmt::format("devices left out of the grouping: {}", error.what()));
   }
-  PrintGroups(graph, graph::MakeGrouping(graph, GroupingOptionsFor(config, graph, devices)),
+  PrintGroups(graph, graph::MakeGrouping(graph, GroupingOptionsFor(config, graph, devices, &notes)),
               GroupingName(config), std::cout);
+  for (const std::string& note : notes) std::cout << "note: " << note << '\n';
   return kExitOk;
 }
 

@@ -96,12 +96,31 @@ std::unique_ptr<sim::CostModel> CostModelFor(const config::Config& config) {
   sim::RooflineOptions roofline;
   if (config.simulation.gpu_link == "nvlink") roofline.gpu_to_gpu = sim::LinkPresets::Nvlink();
   if (config.simulation.profile.empty()) return std::make_unique<sim::RooflineCostModel>(roofline);
+  std::unique_ptr<sim::ProfiledCostModel> profile;
   try {
-    return std::make_unique<sim::ProfiledCostModel>(
+    profile = std::make_unique<sim::ProfiledCostModel>(
         sim::ProfiledCostModel::Load(config.simulation.profile, sim::RooflineCostModel(roofline)));
   } catch (const sim::ProfileError& error) {
     throw InputError(fmt::format("simulation.profile: {}", error.what()));
   }
+  // A profile of another model would leave every op it lacks to the roofline model without a
+  // word: the profile must time each op of this model on some device.
+  const graph::Graph model = BuildSingleModel(config);
+  for (const graph::Op& op : model.ops()) {
+    const bool timed =
+        std::any_of(profile->metadata().devices.begin(), profile->metadata().devices.end(),
+                    [&](const auto& device) {
+                      return profile->FindOpSeconds(op.name, device.name).has_value();
+                    });
+    if (!timed) {
+      throw InputError(fmt::format(
+          "simulation.profile: {}: a profile of model '{}' lacks op '{}' of this model ({}); "
+          "profile it with: placer profile --config {}",
+          config.simulation.profile.string(), profile->metadata().model, op.name,
+          config.model.name(), config.source.string()));
+    }
+  }
+  return profile;
 }
 
 std::vector<std::string> CostModelNotes(const config::Config& config, const sim::CostModel& costs,

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <ostream>
 #include <set>
+#include <thread>
 
 #include "cli/commands.h"
 #include "cli/model_factory.h"
@@ -64,6 +65,8 @@ void AddBaselines(SearchSetup& s, const search::ActionSpace& space) {
           {"expert (" + expert.filename().string() + ")",
            FromGroupDevices(space, graph::GroupDevices(s.base(), s.grouping, placement)), "", 0});
     } catch (const graph::PlacementError& error) {
+      s.notes.push_back(
+          fmt::format("the expert placement {} is skipped: {}", expert.string(), error.what()));
       s.baselines.push_back({"expert", std::nullopt, error.what(), 0});
     }
   }
@@ -107,8 +110,10 @@ void AddScaledOut(SearchSetup& s, const search::ActionSpace& space) {
         const baselines::BaselineResult result = baselines::RunBaseline(name, problem);
         add(fmt::format("{} on {} devices", result.algorithm, k),
             FromGroupDevices(space, result.group_devices));
-      } catch (const baselines::BaselineError&) {
+      } catch (const baselines::BaselineError& error) {
         // A baseline that cannot place the model on k devices gives no warm start there.
+        s.notes.push_back(fmt::format("no {}-replica warm start from {} on {} devices: {}",
+                                      replicas, name, k, error.what()));
       }
     }
   }
@@ -131,7 +136,8 @@ std::vector<search::NamedCandidate> SearchSetup::WarmStarts() const {
 }
 
 graph::GroupingOptions GroupingOptionsFor(const config::Config& config, const graph::Graph& graph,
-                                          const std::vector<std::string>& devices) {
+                                          const std::vector<std::string>& devices,
+                                          std::vector<std::string>* notes) {
   std::optional<graph::GroupingMethod> method = graph::ParseGroupingMethod(config.search.grouping);
   if (!method) {  // the config loader accepts only known names
     throw InputError(fmt::format("unknown search.grouping '{}'", config.search.grouping));
@@ -142,13 +148,17 @@ graph::GroupingOptions GroupingOptionsFor(const config::Config& config, const gr
   // mixes them, so that the search can move one layer without another; and it keeps the shipped
   // expert placement expressible over the groups (the search starts from it), by merging only ops
   // the expert puts on one device while that is enough. A file that does not fit this model is
-  // reported where the expert's row is made.
+  // said in `notes` (a search says it where the expert's row is made).
   std::vector<int> expert_devices;
   if (const std::filesystem::path expert = ExpertFile(config); !expert.empty()) {
     try {
       expert_devices =
           graph::ReadPlacementYaml(expert, graph, devices, ExpertFacts(config)).device_of_op;
-    } catch (const graph::PlacementError&) {
+    } catch (const graph::PlacementError& error) {
+      if (notes != nullptr) {
+        notes->push_back(fmt::format("the expert placement {} shapes no groups: {}",
+                                     expert.string(), error.what()));
+      }
     }
   }
   options.keep_apart = graph::CombineClasses(graph::NameClasses(graph, 2), expert_devices);
@@ -184,6 +194,18 @@ std::unique_ptr<SearchSetup> BuildSearchSetup(const config::Config& config, std:
   s->config = config;
   s->devices = runtime::ResolveDevices(config);
   s->names = runtime::DeviceNames(s->devices);
+  const bool measured = config.search.evaluator == "measured";
+  // Measured, a CPU worker beyond this machine's cores would share a core with another and time
+  // a machine that is not there (absent GPUs are refused by ResolveDevices).
+  const auto cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  for (const runtime::Device& device : s->devices) {
+    if (measured && device.type == runtime::DeviceType::kCpu && device.index >= cores) {
+      throw InputError(fmt::format(
+          "{}: device '{}' is not present: this machine has {} core{} (cpu:0 to cpu:{}); a "
+          "simulated search (search.evaluator: simulated) may use absent devices",
+          config.source.string(), device.name, cores, cores == 1 ? "" : "s", cores - 1));
+    }
+  }
   const auto devices = static_cast<int>(s->names.size());
 
   graph::Graph base = BuildSingleModel(config);
@@ -209,7 +231,6 @@ std::unique_ptr<SearchSetup> BuildSearchSetup(const config::Config& config, std:
   for (const auto& m : s->models) counts.push_back(m->replicas);
   const search::ActionSpace space(devices, counts);
 
-  const bool measured = config.search.evaluator == "measured";
   if (measured) {
     // The search learns on a simulator of these very devices: each op of each model timed here.
     for (const auto& m : s->models) {

@@ -67,9 +67,11 @@ std::unique_ptr<SearchSetup> BuildSearchSetup(const config::Config& config, std:
 
 // The groups the policy places, as search.grouping and search.max_groups say, and their name in
 // messages and checkpoints ("coarsen, max_groups 256"). With a shipped expert placement for the
-// model (read over `devices`), coarsening keeps its device classes apart while it can.
+// model (read over `devices`), coarsening keeps its device classes apart while it can; an
+// expert file that does not fit the model is said in `notes` when given.
 graph::GroupingOptions GroupingOptionsFor(const config::Config& config, const graph::Graph& graph,
-                                          const std::vector<std::string>& devices);
+                                          const std::vector<std::string>& devices,
+                                          std::vector<std::string>* notes = nullptr);
 std::string GroupingName(const config::Config& config);
 
 // The search's options from the config (budgets, policy, learner, what searches). Its wall budget

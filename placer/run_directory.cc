@@ -4,16 +4,57 @@
 #include <fmt/ranges.h>
 #include <torch/serialize/archive.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <sstream>
+#include <string_view>
 
 #include "proto/writers.h"
 
 namespace placer::search {
 namespace {
+
+// A checkpoint is LibTorch's archive behind one line with its length and CRC-32: LibTorch reads
+// an archive with flipped bytes in a tensor without complaint, and a resumed search would go on
+// from damaged weights.
+constexpr std::string_view kChecksumTag = "placer-checkpoint";
+
+std::string WithChecksum(const std::string& payload) {
+  const uLong crc =
+      crc32(0L, reinterpret_cast<const Bytef*>(payload.data()), static_cast<uInt>(payload.size()));
+  return fmt::format("{} {} {:08x}\n", kChecksumTag, payload.size(), crc) + payload;
+}
+
+// The archive of a checkpoint file, checked against its length and CRC-32; throws
+// std::runtime_error saying what does not match.
+std::string CheckedPayload(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw std::runtime_error(fmt::format("cannot open: {}", std::strerror(errno)));
+  const std::string bytes{std::istreambuf_iterator<char>(in), {}};
+  const size_t end = bytes.find('\n');
+  std::istringstream header(bytes.substr(0, end == std::string::npos ? 0 : end));
+  std::string tag;
+  size_t size = 0;
+  uLong expected = 0;
+  if (!(header >> tag >> size >> std::hex >> expected) || tag != kChecksumTag) {
+    throw std::runtime_error("no checksum line (not a checkpoint of this version)");
+  }
+  std::string payload = bytes.substr(end + 1);
+  if (payload.size() != size) {
+    throw std::runtime_error(
+        fmt::format("{} bytes where {} were written (truncated?)", payload.size(), size));
+  }
+  const uLong actual =
+      crc32(0L, reinterpret_cast<const Bytef*>(payload.data()), static_cast<uInt>(payload.size()));
+  if (actual != expected) {
+    throw std::runtime_error(fmt::format(
+        "checksum {:08x} where {:08x} was written (damaged on disk)", actual, expected));
+  }
+  return payload;
+}
 
 constexpr char kCsvHeader[] =
     "step,phase,sample,step_seconds,valid,reward,cached,origin,candidate,reason";
@@ -166,7 +207,8 @@ RunDirectory::Resumed RunDirectory::Resume(Learner& learner) {
   torch::serialize::InputArchive archive;
   nlohmann::json saved;
   try {
-    archive.load_from(file.string());
+    std::istringstream zip(CheckedPayload(file));
+    archive.load_from(zip);
     c10::IValue run_state;
     archive.read("run_state", run_state);
     saved = nlohmann::json::parse(run_state.toStringRef());
@@ -290,7 +332,7 @@ void RunDirectory::Checkpoint(const Learner& learner, nlohmann::json state,
   // directory is a clear error and leaves the previous checkpoint as it was.
   std::ostringstream bytes;
   archive.save_to(bytes);
-  graph::WriteFileAtomically(dir_ / "checkpoint.pt", bytes.str());
+  graph::WriteFileAtomically(dir_ / "checkpoint.pt", WithChecksum(bytes.str()));
 }
 
 }  // namespace placer::search

@@ -100,18 +100,9 @@ std::string Today() {
 // copies, while a clone repeated in a loop sees none of them and costs a third of what the same
 // bytes cost in a step (bench/RESULTS.md). And what the copy leaves out: the ops that read a
 // tensor from the other worker run slower than alone (cold caches, pages faulted in).
-struct CrossingStep {
-  // One timing from the step: the seconds measured and the fraction of them during which the
-  // other worker was busy too (so that the time alone can be told from contention).
-  struct Timed {
-    double seconds = 0;
-    double overlap = 0;
-  };
+struct CrossingStep : CrossingTimes {
   int a = 0, b = 0;
-  std::vector<int> device_of_op;  // the expanded alternating placement
   std::unique_ptr<Executor> executor;
-  std::map<std::string, std::map<std::string, std::vector<Timed>>> copy_times;  // lane, tensor
-  std::map<std::string, std::vector<Timed>> op_times;  // the op's own time, its clones left out
 };
 
 CrossingStep MakeCrossingStep(const graph::Graph& graph, const DeviceSet& devices, int a, int b,
@@ -123,7 +114,10 @@ CrossingStep MakeCrossingStep(const graph::Graph& graph, const DeviceSet& device
     if (graph.op(id).phase != graph::Phase::kForward) continue;
     alternating.device_of_op[static_cast<size_t>(id)] = k++ % 2 == 0 ? a : b;
   }
-  CrossingStep crossing{.a = a, .b = b, .device_of_op = graph::ExpandPlacement(graph, alternating)};
+  CrossingStep crossing;
+  crossing.a = a;
+  crossing.b = b;
+  crossing.device_of_op = graph::ExpandPlacement(graph, alternating);
   crossing.executor = std::make_unique<Executor>(graph, devices, alternating, parameters,
                                                  ExecutorOptions{.record_trace = true});
   return crossing;
@@ -177,17 +171,19 @@ void RecordCrossingStep(CrossingStep& crossing, const std::vector<std::string>& 
 // What a timing from the crossing step would have taken alone, when both workers busy run
 // `contention` times slower than one (ContentionSpec::Factor(2)): progress was 1 / contention
 // for the overlapping fraction.
-double AloneEquivalent(const CrossingStep::Timed& timed, double contention) {
+double AloneEquivalent(const CrossingTimes::Timed& timed, double contention) {
   return timed.seconds * (1 - timed.overlap + timed.overlap / contention);
 }
 
-double MedianAlone(const std::vector<CrossingStep::Timed>& timings, double contention) {
+double MedianAlone(const std::vector<CrossingTimes::Timed>& timings, double contention) {
   std::vector<double> seconds;
-  for (const CrossingStep::Timed& timed : timings) {
+  for (const CrossingTimes::Timed& timed : timings) {
     seconds.push_back(AloneEquivalent(timed, contention));
   }
   return Median(seconds);
 }
+
+}  // namespace
 
 // The link from `from` to `to` fitted from the crossing step: a*bytes + b from the median time of
 // each tensor copied that way, and the receive cost per byte: the ops on `to` took this much
@@ -196,7 +192,7 @@ double MedianAlone(const std::vector<CrossingStep::Timed>& timings, double conte
 // slowdown of two busy CPU workers). nullopt when that direction copied fewer than two tensor
 // sizes.
 std::optional<sim::LinkSpec> FitCrossingLink(const graph::Graph& graph,
-                                             const CrossingStep& crossing,
+                                             const CrossingTimes& crossing,
                                              const std::vector<std::string>& names, int from,
                                              int to, const std::map<std::string, double>& alone,
                                              double contention) {
@@ -238,6 +234,8 @@ std::optional<sim::LinkSpec> FitCrossingLink(const graph::Graph& graph,
   }
   return link;
 }
+
+namespace {
 
 // The devices of each kind that has several: contention is measured among them.
 std::vector<std::vector<size_t>> KindsOfSeveral(const DeviceSet& devices) {

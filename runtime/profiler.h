@@ -3,7 +3,10 @@
 // how much devices of one kind slow each other down.
 #pragma once
 
+#include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "graph/ir.h"
 #include "runtime/device.h"
@@ -31,5 +34,30 @@ struct ProfileOptions {
 // memory to each GPU included. Throws StepFailure when the step cannot run on a device.
 sim::ProfiledCostModel ProfileDevices(const graph::Graph& graph, const DeviceSet& devices,
                                       const ProfileOptions& options);
+
+// What the alternating step of two CPU workers recorded (its pieces exposed for the tests).
+struct CrossingTimes {
+  // One timing from the step: the seconds measured and the fraction of them during which the
+  // other worker was busy too (so that the time alone can be told from contention).
+  struct Timed {
+    double seconds = 0;
+    double overlap = 0;
+  };
+  std::vector<int> device_of_op;  // the expanded alternating placement
+  std::map<std::string, std::map<std::string, std::vector<Timed>>> copy_times;  // lane, tensor
+  std::map<std::string, std::vector<Timed>> op_times;  // the op's own time, its clones left out
+};
+
+// The link from `from` to `to` (indices into `names`) fitted from the crossing step: a*bytes + b
+// from the median time of each tensor copied that way, and the receive cost per byte: the ops on
+// `to` took this much longer than alone (`alone` holds every op's median alone on `to`), over the
+// bytes they read from `from`; both as they would have taken with the other worker idle
+// (`contention`: the slowdown of two busy CPU workers, 1 for none). nullopt when that direction
+// copied fewer than two tensor sizes.
+std::optional<sim::LinkSpec> FitCrossingLink(const graph::Graph& graph,
+                                             const CrossingTimes& crossing,
+                                             const std::vector<std::string>& names, int from,
+                                             int to, const std::map<std::string, double>& alone,
+                                             double contention = 1);
 
 }  // namespace placer::runtime

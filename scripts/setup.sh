@@ -11,6 +11,7 @@ APT_PACKAGES=(
   libmetis-dev libscotch-dev libglpk-dev
   dataset-fashion-mnist
   libonnx-dev libonnx-testdata
+  clang libclang-rt-dev  # scripts/fuzz.sh (run by .ci/run): clang, libFuzzer and the sanitizers
 )
 
 missing=()

@@ -328,6 +328,67 @@ TEST(ProfilerTest, TimesEveryOpOnEveryWorkerAndFitsBothDirectionsFromRealCopies)
   EXPECT_FALSE(profile.FindContention(DeviceType::kCuda).has_value());
 }
 
+// The fit itself, on recorded times made up so that the answer is known: copies that cost
+// 2 us + 1 ns per byte, and one op on the receiving worker that ran 40 us slower than alone while
+// reading one tensor from the other worker. The receive cost is those 40 us over that tensor's
+// bytes; with no op slower it is zero.
+TEST(ProfilerTest, FitsTheReceiveCostFromTheOpsThatRanSlowerInTheCrossingStep) {
+  const graph::Graph g = graph::BuildLeNet({.batch_size = 16});
+  const std::vector<std::string> names = {"cpu:0", "cpu:1"};
+  graph::Placement alternating = graph::Placement::AllOn(g, names, 0);
+  int k = 0;
+  for (graph::OpId id : g.TopologicalOrder()) {
+    if (g.op(id).phase == graph::Phase::kForward) {
+      alternating.device_of_op[static_cast<size_t>(id)] = k++ % 2;
+    }
+  }
+  CrossingTimes crossing;
+  crossing.device_of_op = graph::ExpandPlacement(g, alternating);
+  auto device_of = [&](graph::OpId op) { return crossing.device_of_op[static_cast<size_t>(op)]; };
+  // The first forward op on cpu:1 that reads a tensor cpu:0 produced; the bytes it reads so.
+  std::optional<graph::OpId> slow;
+  int64_t received = 0;
+  for (graph::OpId id : g.TopologicalOrder()) {
+    const graph::Op& op = g.op(id);
+    if (op.phase != graph::Phase::kForward || device_of(id) != 1) continue;
+    for (graph::TensorId t : std::set<graph::TensorId>(op.inputs.begin(), op.inputs.end())) {
+      const graph::OpId producer = g.tensor(t).producer;
+      if (producer != graph::kNoOp && device_of(producer) == 0) received += g.tensor(t).bytes();
+    }
+    if (received > 0) {
+      slow = id;
+      break;
+    }
+  }
+  ASSERT_TRUE(slow.has_value());
+  std::set<int64_t> sizes;
+  for (const graph::Tensor& t : g.tensors()) {
+    if (t.producer == graph::kNoOp || device_of(t.producer) != 0 || sizes.size() == 3) continue;
+    if (!sizes.insert(t.bytes()).second) continue;
+    crossing.copy_times["cpu:0->cpu:1"][t.name] = {{2e-6 + 1e-9 * static_cast<double>(t.bytes())}};
+  }
+  ASSERT_GE(sizes.size(), 2u);
+  std::map<std::string, double> alone;
+  for (const graph::Op& op : g.ops()) alone[op.name] = 1e-4;
+  const std::string slow_name = g.op(*slow).name;
+  crossing.op_times[slow_name] = {{1e-4 + 40e-6}, {1e-4 + 40e-6}, {1e-4 + 40e-6}};
+
+  std::optional<sim::LinkSpec> link = FitCrossingLink(g, crossing, names, 0, 1, alone);
+  ASSERT_TRUE(link.has_value());
+  EXPECT_NEAR(link->seconds_per_byte, 1e-9, 1e-12);
+  EXPECT_NEAR(link->latency_seconds, 2e-6, 1e-9);
+  EXPECT_NEAR(link->receive_seconds_per_byte, 40e-6 / static_cast<double>(received), 1e-15)
+      << slow_name << " read " << received << " bytes from cpu:0";
+  EXPECT_GT(link->receive_seconds_per_byte, 0.0);
+
+  crossing.op_times[slow_name] = {{1e-4}, {1e-4}, {1e-4}};
+  link = FitCrossingLink(g, crossing, names, 0, 1, alone);
+  ASSERT_TRUE(link.has_value());
+  EXPECT_EQ(link->receive_seconds_per_byte, 0.0);
+  // Nothing was copied the other way: no link fitted from this step.
+  EXPECT_FALSE(FitCrossingLink(g, crossing, names, 1, 0, alone).has_value());
+}
+
 TEST(SummariseSamplesTest, MedianOfOddAndEvenCounts) {
   EvaluationResult r;
   SummariseSamples({3, 1, 2}, r);
