@@ -13,19 +13,35 @@ APT_PACKAGES=(
   libonnx-dev libonnx-testdata
 )
 
-missing=()
-for package in "${APT_PACKAGES[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
-    missing+=("$package")
+# The headless browser that renders the comparison report in a test (scripts/check_report.py),
+# without its recommended packages (they would bring systemd and avahi; 122 MB of packages
+# instead).
+BROWSER_PACKAGES=(chromium)
+
+SUDO=""
+[[ $(id -u) -ne 0 ]] && SUDO="sudo"
+updated=0
+install_missing() {  # install_missing [apt-get options --] PACKAGE...
+  local options=() missing=() package
+  if [[ "${1:-}" == -* ]]; then
+    while [[ "$1" != -- ]]; do options+=("$1"); shift; done
+    shift
   fi
-done
-if ((${#missing[@]})); then
-  placer_log "installing Debian packages: ${missing[*]}"
-  SUDO=""
-  [[ $(id -u) -ne 0 ]] && SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+  for package in "$@"; do
+    if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+      missing+=("$package")
+    fi
+  done
+  if ((${#missing[@]})); then
+    placer_log "installing Debian packages: ${missing[*]}"
+    ((updated)) || $SUDO apt-get update -qq
+    updated=1
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${options[@]}" "${missing[@]}" \
+      >/dev/null
+  fi
+}
+install_missing "${APT_PACKAGES[@]}"
+install_missing --no-install-recommends -- "${BROWSER_PACKAGES[@]}"
 
 # The project's Python packages besides torch: torchvision and onnx export the ONNX fixtures of
 # the tests (scripts/export_onnx.py), PyYAML reads placement files in placer_torch (python/), and
