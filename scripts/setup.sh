@@ -88,9 +88,13 @@ skip = set(sys.argv[2].split())
 for item in json.load(open(sys.argv[1]))["install"]:
     meta = item["metadata"]
     if meta["name"].lower().replace("_", "-") not in skip:
-        print(f"{meta[\"name\"]}=={meta[\"version\"]}")
+        print(meta["name"] + "==" + meta["version"])
 ' "$report" "$GPU_ONLY_WHEELS")
       rm -f "$report"
+      if ((${#chosen[@]} == 0)); then
+        placer_log "error: pip's resolution of ${requested[*]} could not be read"
+        exit 1
+      fi
       "${pip[@]}" --no-deps "${chosen[@]}"
     fi
     echo "$wheels" >"$venv/.complete"
