@@ -85,7 +85,7 @@ search::PlacementPicture PictureOf(const SearchSetup& setup, const std::string& 
       picture.trace_files.insert(picture.trace_files.begin(), file);
       picture.schedule = std::move(ran.trace);
       picture.step_seconds = ran.step_seconds;
-      picture.source = "measured: the last timed step of a run of its own";
+      picture.source = "measured: the median step of a run of its own, its last timed step drawn";
     } else {
       picture.source += "; its own measured run failed: " + ran.invalid_reason;
     }

@@ -239,8 +239,8 @@ std::string PicturesHtml(const std::vector<PlacementPicture>& pictures) {
   }
   out << "</p>";
   for (const PlacementPicture& p : pictures) {
-    out << fmt::format("<h3>{}: {} per step ({})</h3><p>{}</p>", Xml(p.method),
-                       Time(p.step_seconds * 1e6), Xml(p.source), Xml(p.description));
+    out << fmt::format("<h3>{}</h3><p>{}. The step drawn: {} ({}).</p>", Xml(p.method),
+                       Xml(p.description), Time(p.step_seconds * 1e6), Xml(p.source));
     out << LayerStripSvg(p) << ScheduleSvg(p);
     if (!p.trace_files.empty()) {
       out << "<p>Perfetto traces (open in ui.perfetto.dev or chrome://tracing):";

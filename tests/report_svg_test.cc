@@ -86,8 +86,9 @@ TEST(ReportSvgTest, HtmlShowsBothPicturesTheLegendAndTheTraces) {
   baseline.method = "best baseline: m-ETF";
   baseline.trace_files.clear();
   const std::string html = PicturesHtml({TwoDevices(), baseline});
-  EXPECT_THAT(html, HasSubstr("<h3>learned: 1.00 ms per step (simulated)</h3>"));
-  EXPECT_THAT(html, HasSubstr("<h3>best baseline: m-ETF: 1.00 ms per step (simulated)</h3>"));
+  EXPECT_THAT(html, HasSubstr("<h3>learned</h3><p>2 replicas (hybrid). The step drawn: 1.00 ms "
+                              "(simulated).</p>"));
+  EXPECT_THAT(html, HasSubstr("<h3>best baseline: m-ETF</h3>"));
   EXPECT_EQ(Count(html, "schedule of one step"), 2);
   EXPECT_EQ(Count(html, "device of every group"), 2);
   EXPECT_THAT(html, HasSubstr(R"(<a href="trace_learned.json">trace_learned.json</a>)"));
