@@ -90,7 +90,7 @@ def main():
         placement = os.path.join(args.out, "run", "best_placement.yaml")
     evaluated = run([os.path.join(args.build, "placer"), "evaluate", "--config", config,
                      "--placement", placement])
-    placer_ms = float(re.search(r"step time: ([0-9.]+) ms", evaluated).group(1))
+    placer_line = re.search(r"step time: ([0-9.]+) ms \((.*)\)", evaluated)
 
     placed = placer_torch.apply(model(), placement)
     optimizer = torch.optim.SGD(placed.parameters(), lr=0.01)
@@ -113,8 +113,8 @@ def main():
     print(f"placement: {placement} ({described.get('replicas', 1)} replica(s) on "
           f"{', '.join(described['devices'])}); batch {args.batch}, {args.threads} thread(s) "
           f"per CPU worker and for PyTorch's CPU")
-    print(f"placer evaluate (its executor):   {placer_ms:9.2f} ms per step (median of "
-          f"{args.steps})")
+    print(f"placer evaluate (its executor):   {float(placer_line.group(1)):9.2f} ms per step "
+          f"({placer_line.group(2)})")
     print(f"PyTorch under placer_torch.apply: {torch_ms:9.2f} ms per step (median of "
           f"{args.steps}; min {min(times) * 1e3:.2f}, max {max(times) * 1e3:.2f})")
     print(f"activations moved per forward pass: {dict(placed.transfers)}")
