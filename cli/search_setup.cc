@@ -137,17 +137,21 @@ graph::GroupingOptions GroupingOptionsFor(const config::Config& config, const gr
     throw InputError(fmt::format("unknown search.grouping '{}'", config.search.grouping));
   }
   graph::GroupingOptions options{*method, config.search.max_groups, {}};
-  // Coarsening keeps the shipped expert placement expressible over the groups (the search starts
-  // from it), by merging only ops the expert puts on one device while that is enough. A file that
-  // does not fit this model is reported where the expert's row is made.
-  if (const std::filesystem::path expert = ExpertFile(config);
-      !expert.empty() && *method == graph::GroupingMethod::kCoarsen) {
+  if (*method != graph::GroupingMethod::kCoarsen) return options;
+  // Coarsening merges within a layer, block or branch of the model (ops named alike) before it
+  // mixes them, so that the search can move one layer without another; and it keeps the shipped
+  // expert placement expressible over the groups (the search starts from it), by merging only ops
+  // the expert puts on one device while that is enough. A file that does not fit this model is
+  // reported where the expert's row is made.
+  std::vector<int> expert_devices;
+  if (const std::filesystem::path expert = ExpertFile(config); !expert.empty()) {
     try {
-      options.keep_apart =
+      expert_devices =
           graph::ReadPlacementYaml(expert, graph, devices, ExpertFacts(config)).device_of_op;
     } catch (const graph::PlacementError&) {
     }
   }
+  options.keep_apart = graph::CombineClasses(graph::NameClasses(graph, 2), expert_devices);
   return options;
 }
 

@@ -518,6 +518,42 @@ Grouping Finish(const Graph& graph, const ForwardDag& dag, const std::vector<int
 
 }  // namespace
 
+std::vector<int> NameClasses(const Graph& graph, int depth) {
+  std::vector<int> classes(At(graph.num_ops()), -1);
+  std::map<std::string, int> index;
+  for (OpId id : graph.OpsInPhase(Phase::kForward)) {
+    const std::string& name = graph.op(id).name;
+    std::string prefix;
+    int components = 0;
+    size_t begin = 0;
+    while (components < depth && begin <= name.size()) {
+      size_t end = name.find('/', begin);
+      if (end == std::string::npos) end = name.size();
+      if (end > begin) {
+        prefix += "/" + name.substr(begin, end - begin);
+        ++components;
+      }
+      begin = end + 1;
+    }
+    classes[At(id)] = index.emplace(prefix, static_cast<int>(index.size())).first->second;
+  }
+  return classes;
+}
+
+std::vector<int> CombineClasses(const std::vector<int>& a, const std::vector<int>& b) {
+  if (a.empty()) return b;
+  if (b.empty()) return a;
+  if (a.size() != b.size()) throw GraphError("combined classes need one class per op each");
+  std::vector<int> combined(a.size(), -1);
+  std::map<std::pair<int, int>, int> index;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] == -1 && b[i] == -1) continue;
+    combined[i] =
+        index.emplace(std::pair(a[i], b[i]), static_cast<int>(index.size())).first->second;
+  }
+  return combined;
+}
+
 Grouping MakeGrouping(const Graph& graph, const GroupingOptions& options) {
   if (options.max_groups < 1) {
     throw GraphError(fmt::format("max_groups must be >= 1, got {}", options.max_groups));

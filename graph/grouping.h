@@ -67,6 +67,15 @@ struct GroupingOptions {
   std::vector<int> keep_apart;
 };
 
+// Per op id, a class for GroupingOptions::keep_apart: forward ops whose names share their first
+// `depth` path components ("enc/l2" of "enc/l2/t7/gate_o/act", "layer1/layer1.0" of ONNX's
+// "/layer1/layer1.0/conv1/Conv") share a class, so that coarsening merges within a layer, a
+// block or a branch of the model before it mixes them. -1 for other ops.
+std::vector<int> NameClasses(const Graph& graph, int depth);
+// Classes that separate what `a` or `b` separates (a class per distinct pair; -1 stays -1 only
+// where both are -1). Either may be empty (then the other is returned).
+std::vector<int> CombineClasses(const std::vector<int>& a, const std::vector<int>& b);
+
 // The one entry point for every grouping method. Deterministic: the same graph and options give
 // the same grouping. Throws GraphError when max_groups < 1.
 Grouping MakeGrouping(const Graph& graph, const GroupingOptions& options);

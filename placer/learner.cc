@@ -51,7 +51,8 @@ void Learner::ResetOptimizer() {
 }
 
 Batch Learner::Sample(const std::optional<Candidate>& incumbent) {
-  PolicySample sample = policy_->Sample(options_.samples_per_step, incumbent, generator_);
+  PolicySample sample = policy_->Sample(options_.samples_per_step, incumbent, generator_, false,
+                                        nullptr, options_.exploration);
   return {std::move(sample.candidates), sample.log_prob, incumbent};
 }
 

@@ -33,6 +33,9 @@ struct LearnerOptions {
   double entropy_weight = 0.01;   // per decision, against a policy-gradient term of unit scale
   double max_grad_norm = 1.0;
   double advantage_clip = 3.0;  // normalised advantages beyond +-this are clipped
+  // Per decision, the chance of a uniformly drawn choice instead of the policy's (Post's
+  // e-uniform mixing): a converged policy keeps proposing new candidates.
+  double exploration = 0.02;
 };
 
 struct Batch {

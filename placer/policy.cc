@@ -170,32 +170,51 @@ at::Tensor PolicyImpl::OptionLogits(const at::Tensor& states, const at::Tensor& 
   return Finish(logits) + mask;
 }
 
+namespace {
+
+// log((1 - e) p + e u) for log-probabilities `log_p` [..., n] and the uniform distribution u over
+// the choices `allowed` marks (1 or 0, [..., n]).
+at::Tensor Mix(const at::Tensor& log_p, const at::Tensor& allowed, double exploration) {
+  if (exploration <= 0) return log_p;
+  const at::Tensor uniform = allowed / allowed.sum(-1, /*keepdim=*/true);
+  return at::log((1 - exploration) * log_p.exp() + exploration * uniform);
+}
+
+// One choice per row of `log_p`: drawn, or the most likely with `greedy`.
+at::Tensor Choose(const at::Tensor& log_p, bool greedy, at::Generator& generator) {
+  return greedy ? log_p.argmax(-1) : at::multinomial(log_p.exp(), 1, false, generator).squeeze(-1);
+}
+
+}  // namespace
+
 PolicySample PolicyImpl::Sample(int k, const std::optional<Candidate>& incumbent,
                                 at::Generator& generator, bool greedy,
-                                const std::vector<int>* replicas) {
+                                const std::vector<int>* replicas, double exploration) {
   at::NoGradGuard no_grad;
   const int64_t groups = num_groups_;
   const auto o_count = static_cast<size_t>(num_options_);
   const Encoding encoding = Encode();
   const IncumbentInputs inc = Incumbent(incumbent);
 
-  at::Tensor replica_log_p = at::log_softmax(ReplicaLogits(encoding.encoded, inc), -1);
+  if (greedy) exploration = 0;
+  const at::Tensor replica_log_p =
+      Mix(at::log_softmax(ReplicaLogits(encoding.encoded, inc), -1),
+          at::ones({static_cast<int64_t>(space_.replica_counts().size())}), exploration);
   at::Tensor replica_index;
   if (replicas != nullptr) {
     std::vector<int64_t> index;
     for (int r : *replicas) index.push_back(ReplicaIndex(r));
     replica_index = at::tensor(index, at::kLong);
-  } else if (greedy) {
-    replica_index = replica_log_p.argmax().expand({k}).contiguous();
   } else {
-    replica_index = at::multinomial(replica_log_p.exp(), k, /*replacement=*/true, generator);
+    replica_index = Choose(replica_log_p.expand({k, -1}), greedy, generator).contiguous();
   }
   std::vector<int> r_of(static_cast<size_t>(k));
   for (int64_t i = 0; i < k; ++i) r_of[static_cast<size_t>(i)] = replica_index[i].item<int>();
 
   at::Tensor log_prob = at::empty({k, 1 + groups});
   log_prob.select(1, 0).copy_(replica_log_p.index_select(0, replica_index));
-  const at::Tensor masks = option_masks_.index_select(0, replica_index);                // [K, O]
+  const at::Tensor masks = option_masks_.index_select(0, replica_index);  // [K, O]
+  const at::Tensor allowed = (masks == 0).to(at::kFloat);
   const at::Tensor consumer_share = inc.consumer_share.index_select(0, replica_index);  // [K,G,O]
 
   // The decoder LSTM's own weights, one step at a time. Handles, not references:
@@ -224,12 +243,12 @@ PolicySample PolicyImpl::Sample(int k, const std::optional<Candidate>& incumbent
     at::Tensor incumbent_option = inc.option[t].expand({k});
     at::Tensor input = DecoderInputs(previous, replica_index, produced, consumed, incumbent_option);
     std::tie(h, c) = at::lstm_cell(input, {h, c}, w_ih, w_hh, b_ih, b_hh);
-    at::Tensor log_p =
-        at::log_softmax(OptionLogits(h, encoding.encoded[t].expand({k, -1}), encoding, produced,
-                                     consumed, inc.one_hot[t].expand({k, -1}), masks),
-                        -1);
-    at::Tensor choice =
-        greedy ? log_p.argmax(-1) : at::multinomial(log_p.exp(), 1, false, generator).squeeze(-1);
+    const at::Tensor log_p =
+        Mix(at::log_softmax(OptionLogits(h, encoding.encoded[t].expand({k, -1}), encoding, produced,
+                                         consumed, inc.one_hot[t].expand({k, -1}), masks),
+                            -1),
+            allowed, exploration);
+    const at::Tensor choice = Choose(log_p, greedy, generator).contiguous();
     log_prob.select(1, 1 + t).copy_(log_p.gather(-1, choice.unsqueeze(-1)).squeeze(-1));
     previous = choice;
     const int64_t* chosen = choice.data_ptr<int64_t>();

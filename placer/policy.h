@@ -69,9 +69,13 @@ class PolicyImpl : public torch::nn::Module {
 
   // Draws `k` candidates without recording gradients; with `greedy`, the most likely decision at
   // every step instead. `replicas`, when given (one per sample), fixes each sample's replica count
-  // instead of drawing it.
+  // instead of drawing it. With `exploration` = e > 0, every decision is drawn from
+  // (1 - e) * policy + e * uniform over the allowed choices (Post's e-uniform mixing), so that a
+  // policy that has converged still proposes something new; PolicySample::log_prob is then the
+  // mixture's, as an off-policy correction (PPO's ratio) needs.
   PolicySample Sample(int k, const std::optional<Candidate>& incumbent, at::Generator& generator,
-                      bool greedy = false, const std::vector<int>* replicas = nullptr);
+                      bool greedy = false, const std::vector<int>* replicas = nullptr,
+                      double exploration = 0);
 
   // The log-probabilities and entropies of `labels` when the decoder is fed `prefixes` (the
   // previous option and the producers' options; the replica count is the label's): `prefixes` =

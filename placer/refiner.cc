@@ -115,6 +115,36 @@ void Refiner::SwapSegments(Candidate& c) {
   for (size_t g : second) c.options[g] = option_a;
 }
 
+void Refiner::Rebalance(Candidate& c, const std::vector<double>& busy) {
+  if (busy.size() != static_cast<size_t>(space_.num_devices())) return MoveSegment(c);
+  const auto most = static_cast<int>(std::max_element(busy.begin(), busy.end()) - busy.begin());
+  const auto least = static_cast<int>(std::min_element(busy.begin(), busy.end()) - busy.begin());
+  if (most == least) return MoveSegment(c);
+  auto uses = [&](int option, int device) {
+    for (int r = 0; r < c.replicas; ++r) {
+      if (space_.DeviceOf(option, r, c.replicas) == device) return true;
+    }
+    return false;
+  };
+  std::vector<size_t> loaded;
+  for (size_t g = 0; g < c.options.size(); ++g) {
+    if (uses(c.options[g], most)) loaded.push_back(g);
+  }
+  if (loaded.empty()) return MoveSegment(c);
+  const size_t start = loaded[std::uniform_int_distribution<size_t>(0, loaded.size() - 1)(rng_)];
+  // An option as wide as the group's that runs on the least busy device and not the busiest.
+  const int width = space_.options()[static_cast<size_t>(c.options[start])].width;
+  int to = space_.SingleDeviceOption(least);
+  for (int o = 0; o < space_.num_options(); ++o) {
+    if (space_.options()[static_cast<size_t>(o)].width == width && space_.Allowed(o, c.replicas) &&
+        uses(o, least) && !uses(o, most)) {
+      to = o;
+      break;
+    }
+  }
+  for (size_t g : Segment(c, start, SegmentSize())) c.options[g] = to;
+}
+
 void Refiner::ChangeReplicas(Candidate& c) {
   const std::vector<int>& counts = space_.replica_counts();
   if (counts.size() < 2) return MoveGroup(c);
@@ -147,10 +177,10 @@ void Refiner::ChangeReplicas(Candidate& c) {
   c.replicas = replicas;
 }
 
-Candidate Refiner::Edit(const Candidate& candidate) {
+Candidate Refiner::Edit(const Candidate& candidate, const std::vector<double>& busy) {
   for (int attempt = 0; attempt < 16; ++attempt) {
     Candidate c = candidate;
-    switch (std::uniform_int_distribution<int>(0, 11)(rng_)) {
+    switch (std::uniform_int_distribution<int>(0, 13)(rng_)) {
       case 0:
       case 1:
       case 2:
@@ -172,6 +202,10 @@ Candidate Refiner::Edit(const Candidate& candidate) {
       case 10:
         MoveSegment(c);
         break;
+      case 11:
+      case 12:
+        Rebalance(c, busy);
+        break;
       default:
         ChangeReplicas(c);
         break;
@@ -181,11 +215,11 @@ Candidate Refiner::Edit(const Candidate& candidate) {
   return candidate;  // nothing else exists (one device, one replica count)
 }
 
-RefineOutcome Refiner::Run(const Candidate& start, double start_seconds, int rounds,
+RefineOutcome Refiner::Run(const Candidate& start, const Judgement& start_judgement, int rounds,
                            const JudgeBatch& judge, const std::function<bool()>& stop) {
-  RefineOutcome outcome{start, start_seconds, 0};
+  RefineOutcome outcome{start, start_judgement.seconds, 0};
   Candidate current = start;
-  double current_seconds = start_seconds;
+  Judgement now = start_judgement;
   int stalled = 0;
   for (; outcome.rounds < rounds && !stop(); ++outcome.rounds) {
     std::vector<Candidate> neighbours;
@@ -193,20 +227,22 @@ RefineOutcome Refiner::Run(const Candidate& start, double start_seconds, int rou
     for (int i = 0; i < options_.neighbours_per_round * 4 &&
                     static_cast<int>(neighbours.size()) < options_.neighbours_per_round;
          ++i) {
-      Candidate n = Edit(current);
+      Candidate n = Edit(current, now.busy);
       if (seen.insert(KeyOf(n)).second) neighbours.push_back(std::move(n));
     }
     if (neighbours.empty()) break;
-    const std::vector<double> seconds = judge(neighbours);
-    const size_t best =
-        static_cast<size_t>(std::min_element(seconds.begin(), seconds.end()) - seconds.begin());
-    if (seconds[best] < current_seconds) {
+    std::vector<Judgement> judged = judge(neighbours);
+    size_t best = 0;
+    for (size_t i = 1; i < judged.size(); ++i) {
+      if (judged[i].seconds < judged[best].seconds) best = i;
+    }
+    if (judged[best].seconds < now.seconds) {
       current = neighbours[best];
-      current_seconds = seconds[best];
+      now = std::move(judged[best]);
       stalled = 0;
-      if (current_seconds < outcome.best_seconds) {
+      if (now.seconds < outcome.best_seconds) {
         outcome.best = current;
-        outcome.best_seconds = current_seconds;
+        outcome.best_seconds = now.seconds;
       }
       continue;
     }
@@ -214,10 +250,10 @@ RefineOutcome Refiner::Run(const Candidate& start, double start_seconds, int rou
     // Kick: a few random edits of the best, and descend from there whatever its time.
     current = outcome.best;
     for (int k = 0; k < options_.kick_edits; ++k) current = Edit(current);
-    current_seconds = judge({current}).front();
-    if (current_seconds < outcome.best_seconds) {
+    now = judge({current}).front();
+    if (now.seconds < outcome.best_seconds) {
       outcome.best = current;
-      outcome.best_seconds = current_seconds;
+      outcome.best_seconds = now.seconds;
     }
     stalled = 0;
   }

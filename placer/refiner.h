@@ -11,6 +11,8 @@
 //   - move a segment: a group and the groups connected to it (through producers and consumers)
 //     that share its option, grown breadth-first to a random size, to another option (a tower's
 //     tail, a branch, a stage),
+//   - rebalance: move a segment from the busiest device to the least busy one (the simulator
+//     says how long each device was busy),
 //   - change the replica count: copy the placement onto idle devices (ActionSpace::ScaleOut), or
 //     map options to the nearest the new count allows (groups spread over all replicas stay
 //     spread).
@@ -35,8 +37,14 @@ struct RefinerOptions {
   int kick_edits = 3;             // random edits of a kick
 };
 
-// Seconds per candidate, in order; infinity for an invalid one.
-using JudgeBatch = std::function<std::vector<double>(const std::vector<Candidate>&)>;
+// What refinement needs to know of a judged candidate: its step time (infinity when invalid) and
+// how long each device was busy (empty when unknown).
+struct Judgement {
+  double seconds = 0;
+  std::vector<double> busy;
+};
+// One judgement per candidate, in order.
+using JudgeBatch = std::function<std::vector<Judgement>(const std::vector<Candidate>&)>;
 
 struct RefineOutcome {
   Candidate best;
@@ -49,13 +57,14 @@ class Refiner {
   Refiner(const ActionSpace& space, const graph::GroupFeatures& features, RefinerOptions options,
           uint64_t seed);
 
-  // Iterated local search from `start` (whose time is `start_seconds`) for at most `rounds`
-  // rounds, ending early when `stop()` says so (checked before every round).
-  RefineOutcome Run(const Candidate& start, double start_seconds, int rounds,
+  // Iterated local search from `start` (judged `start_judgement`) for at most `rounds` rounds,
+  // ending early when `stop()` says so (checked before every round).
+  RefineOutcome Run(const Candidate& start, const Judgement& start_judgement, int rounds,
                     const JudgeBatch& judge, const std::function<bool()>& stop);
 
-  // One random edit of `candidate`; never returns it unchanged when another candidate exists.
-  Candidate Edit(const Candidate& candidate);
+  // One random edit of `candidate`, whose devices were busy for `busy` (may be empty); never
+  // returns it unchanged when another candidate exists.
+  Candidate Edit(const Candidate& candidate, const std::vector<double>& busy = {});
 
   // The random engine's state, so that a resumed search continues the same sequence.
   std::string SaveState() const;
@@ -68,6 +77,7 @@ class Refiner {
   void ShiftBoundary(Candidate& c);
   void MoveBand(Candidate& c);
   void MoveSegment(Candidate& c);
+  void Rebalance(Candidate& c, const std::vector<double>& busy);
   // Up to `size` groups: `start` and, breadth-first, the groups connected to it (producers and
   // consumers) on its option.
   std::vector<size_t> Segment(const Candidate& c, size_t start, size_t size) const;

@@ -27,6 +27,7 @@ struct Verdict {
   bool valid = false;
   double seconds = 0;
   std::string reason;
+  std::vector<double> busy;  // per device; empty when restored from the log
 };
 
 // The loop's state and its moves; the RunDirectory writes what it reports.
@@ -64,7 +65,10 @@ class Loop {
   void ImitateElite(const ImitationOptions& options);
   void WarmStart();
   void PolicyStep();
-  void Refine(const Candidate& start, double seconds, int rounds, double deadline);
+  void Refine(const Candidate& start, int rounds, double deadline);
+  Judgement JudgementOf(const Verdict& verdict) const;
+  // The verdict of a candidate judged before, with its device times.
+  const Verdict& Known(const Candidate& candidate);
   void Report(const std::string& phase, double mean_seconds, const UpdateStats& stats);
   void SaveCheckpoint();
   void Restore();
@@ -108,8 +112,9 @@ std::vector<Verdict> Loop::Judge(const std::vector<Candidate>& batch, const std:
     std::vector<runtime::EvaluationResult> results = evaluator_.Evaluate(fresh);
     evaluations_ += static_cast<int>(fresh.size());
     for (size_t j = 0; j < fresh.size(); ++j) {
-      cache_[KeyOf(fresh[j])] = {results[j].valid, results[j].step_seconds,
-                                 results[j].invalid_reason};
+      Verdict& v = cache_[KeyOf(fresh[j])];
+      v = {results[j].valid, results[j].step_seconds, results[j].invalid_reason, {}};
+      for (const runtime::DeviceStats& d : results[j].devices) v.busy.push_back(d.busy_seconds);
     }
   }
   for (size_t k = 0; k < batch.size(); ++k) {
@@ -198,19 +203,36 @@ void Loop::PolicyStep() {
   if (o_.use_refinement && o_.refine_every > 0 && step_ % o_.refine_every == 0 && recent_) {
     const RankedCandidate seed = *recent_;
     recent_.reset();
-    Refine(seed.candidate, seed.seconds, o_.refine_rounds, kInfinity);
+    Refine(seed.candidate, o_.refine_rounds, kInfinity);
   }
 }
 
-void Loop::Refine(const Candidate& start, double seconds, int rounds, double deadline) {
-  JudgeBatch judge = [&](const std::vector<Candidate>& batch) {
-    std::vector<double> times;
-    for (const Verdict& v : Judge(batch, "refinement")) {
-      times.push_back(v.valid ? v.seconds : kInfinity);
+Judgement Loop::JudgementOf(const Verdict& v) const {
+  return {v.valid ? v.seconds : kInfinity, v.busy};
+}
+
+const Verdict& Loop::Known(const Candidate& candidate) {
+  Verdict& v = cache_.at(KeyOf(candidate));
+  if (v.valid && v.busy.empty()) {
+    // Restored from the log, which keeps no device times: judged again, neither counted nor
+    // logged (the simulator gives the same answer), so that a resumed search goes on exactly as
+    // an uninterrupted one.
+    for (const runtime::DeviceStats& d :
+         evaluator_.Evaluate(std::span(&candidate, 1)).front().devices) {
+      v.busy.push_back(d.busy_seconds);
     }
-    return times;
+  }
+  return v;
+}
+
+void Loop::Refine(const Candidate& start, int rounds, double deadline) {
+  JudgeBatch judge = [&](const std::vector<Candidate>& batch) {
+    Judge(batch, "refinement");
+    std::vector<Judgement> judged;
+    for (const Candidate& c : batch) judged.push_back(JudgementOf(Known(c)));
+    return judged;
   };
-  refiner_.Run(start, seconds, rounds, judge,
+  refiner_.Run(start, JudgementOf(Known(start)), rounds, judge,
                [&] { return OutOfEvaluations() || Elapsed() >= deadline || StopRequested(); });
 }
 
@@ -277,7 +299,7 @@ void Loop::Restore() {
   }
   refiner_.LoadState(s.at("refiner"));
   for (const LogRow& row : resumed.rows) {
-    cache_[KeyOf(row.candidate)] = {row.valid, row.seconds, row.reason};
+    cache_[KeyOf(row.candidate)] = {row.valid, row.seconds, row.reason, {}};
   }
 }
 
@@ -318,7 +340,7 @@ SearchOutcome Loop::Run() {
          !OutOfEvaluations() && Elapsed() < o_.max_wall_seconds) {
     const int rounds = std::min(kChunk, o_.final_refine_rounds - final_rounds_);
     const RankedCandidate from = elite_.front();
-    Refine(from.candidate, from.seconds, rounds, o_.max_wall_seconds);
+    Refine(from.candidate, rounds, o_.max_wall_seconds);
     final_rounds_ += rounds;
     Report("refinement", elite_.front().seconds, {});
     SaveCheckpoint();

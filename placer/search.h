@@ -45,9 +45,13 @@ struct SearchOptions {
   int final_refine_rounds = 1000;   // most rounds of the final refinement
   int self_imitation_every = 5;     // policy steps between self-imitation passes; 0: never
   int elite_size = 8;               // the fastest distinct candidates kept
-  ImitationOptions warm_start_imitation;  // of the warm starts, before the first step
+  // Imitation of the warm starts before the first step, and of the elite every few steps: a few
+  // supervised steps each (each costs about as much as a policy step), enough to move the
+  // policy's mass towards them without spending the budget on it.
+  ImitationOptions warm_start_imitation = {
+      .target_probability = 0.8, .max_steps = 30, .own_decoding_samples = 1};
   ImitationOptions self_imitation = {
-      .target_probability = 0.6, .max_steps = 10, .own_decoding_samples = 1};
+      .target_probability = 0.6, .max_steps = 5, .own_decoding_samples = 1};
   PolicyOptions policy;
   LearnerOptions learner;
   RefinerOptions refiner;

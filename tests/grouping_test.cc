@@ -4,10 +4,12 @@
 #include "graph/grouping.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <random>
 #include <set>
 #include <string>
@@ -343,6 +345,50 @@ TEST(GroupingTest, KeepApartClassesStayInSeparateGroupsWhileTheyCan) {
   // Fewer groups than classes allow: classes mix, and the bound still holds.
   options.max_groups = 2;
   EXPECT_LE(MakeGrouping(nmt, options).num_groups(), 2);
+}
+
+TEST(GroupingTest, NameClassesFollowTheFirstPathComponentsOfForwardOps) {
+  const Graph nmt = BuildNmt({.batch_size = 2,
+                              .layers = 3,
+                              .source_steps = 6,
+                              .target_steps = 5,
+                              .hidden = 8,
+                              .embedding = 8,
+                              .source_vocab = 11,
+                              .target_vocab = 13});
+  const std::vector<int> classes = NameClasses(nmt, 2);
+  ASSERT_EQ(classes.size(), static_cast<size_t>(nmt.num_ops()));
+  std::map<int, std::string> prefix_of_class;
+  for (OpId id = 0; id < nmt.num_ops(); ++id) {
+    const Op& op = nmt.op(id);
+    const int c = classes[static_cast<size_t>(id)];
+    if (op.phase != Phase::kForward) {
+      EXPECT_EQ(c, -1) << op.name;
+      continue;
+    }
+    ASSERT_GE(c, 0) << op.name;
+    const size_t second = op.name.find('/', op.name.find('/') + 1);
+    const std::string prefix = op.name.substr(0, second);
+    const auto [it, added] = prefix_of_class.emplace(c, prefix);
+    EXPECT_EQ(it->second, prefix) << op.name << " shares class " << c << " with another prefix";
+  }
+  // Distinct prefixes get distinct classes: layers of the encoder are told apart.
+  std::set<std::string> prefixes;
+  for (const auto& [c, prefix] : prefix_of_class) prefixes.insert(prefix);
+  EXPECT_EQ(prefixes.size(), prefix_of_class.size());
+  EXPECT_TRUE(prefixes.contains("enc/l0") && prefixes.contains("enc/l2"))
+      << fmt::format("{}", fmt::join(prefixes, " "));
+}
+
+TEST(GroupingTest, CombinedClassesSeparateWhatEitherSeparates) {
+  EXPECT_EQ(CombineClasses({}, {0, 1}), (std::vector<int>{0, 1}));
+  EXPECT_EQ(CombineClasses({0, 1}, {}), (std::vector<int>{0, 1}));
+  const std::vector<int> combined = CombineClasses({0, 0, 0, 1, -1}, {0, 1, 0, 1, -1});
+  EXPECT_EQ(combined[0], combined[2]);
+  EXPECT_NE(combined[0], combined[1]);
+  EXPECT_NE(combined[1], combined[3]);
+  EXPECT_EQ(combined[4], -1);
+  EXPECT_THROW(CombineClasses({0}, {0, 1}), GraphError);
 }
 
 }  // namespace
