@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "cli/model_factory.h"
+#include "cli/report_pictures.h"
 #include "cli/search_setup.h"
 #include "placer/report.h"
 #include "placer/search.h"
@@ -181,6 +182,26 @@ int RunCompareCommand(const Commands& c) {
     }
   }
   report.rows.push_back(RowOf(learned_row, answer ? &judged[*slot[*answer]] : nullptr, *setup));
+
+  // The report's pictures: the learned placement and the fastest baseline, their schedules and
+  // the devices of their groups (cli/report_pictures.h).
+  std::optional<size_t> best_baseline;
+  for (size_t i = 0; i < first_answer; ++i) {
+    if (pending[i].kind != Kind::kBaseline || !slot[i] || !judged[*slot[i]].result.valid) continue;
+    if (!best_baseline ||
+        judged[*slot[i]].result.step_seconds < judged[*slot[*best_baseline]].result.step_seconds) {
+      best_baseline = i;
+    }
+  }
+  if (learned_row.candidate) {
+    report.pictures.push_back(PictureOf(*setup, learned_row.method, *learned_row.candidate,
+                                        config.output.directory, "trace_learned"));
+  }
+  if (best_baseline) {
+    report.pictures.push_back(PictureOf(*setup, "best baseline: " + pending[*best_baseline].method,
+                                        *pending[*best_baseline].candidate, config.output.directory,
+                                        "trace_best_baseline"));
+  }
 
   std::cout << '\n' << search::ReportTable(report);
   graph::WriteFileAtomically(config.output.directory / "report.md", search::ReportMarkdown(report));

@@ -274,7 +274,12 @@ std::string ReportMarkdown(const ComparisonReport& r) {
                          Seconds(p.mean_seconds));
     }
   }
-  out << "\nCharts: report.html.\n";
+  out << "\nCharts: report.html";
+  for (const PlacementPicture& p : r.pictures) {
+    out << fmt::format("; {}: schedule and devices per group there, trace {}", p.method,
+                       fmt::join(p.trace_files, ", "));
+  }
+  out << ".\n";
   return out.str();
 }
 
@@ -290,6 +295,7 @@ std::string ReportHtml(const ComparisonReport& r) {
       << "</h1><p>Devices: " << Escape(fmt::format("{}", fmt::join(r.devices, ", ")))
       << ". Evaluator: " << Escape(r.evaluator) << ".</p>";
   out << "<h2>Step time per method</h2>" << BarChart(r);
+  out << PicturesHtml(r.pictures);
   out << "<h2>Learned search</h2>";
   std::vector<Series> by_evaluations = {
       {"learned: best so far", "#d95f02", Points(r.learned_curve, false, true)},
@@ -333,12 +339,20 @@ std::string ReportJson(const ComparisonReport& r) {
                     {"hybrid", row.hybrid},
                     {"peak_memory_bytes", row.peak_memory_bytes}});
   }
+  nlohmann::json pictures = nlohmann::json::array();
+  for (const PlacementPicture& p : r.pictures) {
+    pictures.push_back({{"method", p.method},
+                        {"source", p.source},
+                        {"step_seconds", p.step_seconds},
+                        {"trace_files", p.trace_files}});
+  }
   const LearnedVersusBest verdict = CompareLearned(r);
   nlohmann::json json = {{"model", r.model},
                          {"devices", r.devices},
                          {"evaluator", r.evaluator},
                          {"lower_bound_seconds", r.lower_bound_seconds},
                          {"rows", rows},
+                         {"pictures", pictures},
                          {"learned_over_best_other", verdict.ratio},
                          {"best_other", verdict.best_other}};
   return json.dump(2) + "\n";

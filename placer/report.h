@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "placer/report_svg.h"
 #include "placer/search.h"
 
 namespace placer::search {
@@ -35,6 +36,7 @@ struct ComparisonReport {
   std::vector<ReportRow> rows;
   std::vector<CurvePoint> learned_curve;
   std::vector<CurvePoint> random_curve;
+  std::vector<PlacementPicture> pictures;  // the learned placement's and the best baseline's
 };
 
 // Speed-ups are relative to the best valid single-device row and to the data-parallel row (rows

@@ -14,39 +14,102 @@ APT_PACKAGES=(
   clang libclang-rt-dev  # scripts/fuzz.sh (run by .ci/run): clang, libFuzzer and the sanitizers
 )
 
-missing=()
-for package in "${APT_PACKAGES[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
-    missing+=("$package")
+# The headless browser that renders the comparison report in a test (scripts/check_report.py),
+# without its recommended packages (they would bring systemd and avahi; 122 MB of packages
+# instead).
+BROWSER_PACKAGES=(chromium)
+
+SUDO=""
+[[ $(id -u) -ne 0 ]] && SUDO="sudo"
+updated=0
+install_missing() {  # install_missing [apt-get options --] PACKAGE...
+  local options=() missing=() package
+  if [[ "${1:-}" == -* ]]; then
+    while [[ "$1" != -- ]]; do options+=("$1"); shift; done
+    shift
   fi
-done
-if ((${#missing[@]})); then
-  placer_log "installing Debian packages: ${missing[*]}"
-  SUDO=""
-  [[ $(id -u) -ne 0 ]] && SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+  for package in "$@"; do
+    if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+      missing+=("$package")
+    fi
+  done
+  if ((${#missing[@]})); then
+    placer_log "installing Debian packages: ${missing[*]}"
+    ((updated)) || $SUDO apt-get update -qq
+    updated=1
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${options[@]}" "${missing[@]}" \
+      >/dev/null
+  fi
+}
+install_missing "${APT_PACKAGES[@]}"
+install_missing --no-install-recommends -- "${BROWSER_PACKAGES[@]}"
+
+# The project's Python packages besides torch: torchvision and onnx export the ONNX fixtures of
+# the tests (scripts/export_onnx.py), PyYAML reads placement files in placer_torch (python/), and
+# wheel lets the tests `pip install ./python` without network (the setuptools of a fresh venv is
+# older than 70.1, which builds wheels by itself).
+PYTHON_PACKAGES=("torchvision==$PLACER_TORCHVISION_VERSION" "onnx==$PLACER_ONNX_VERSION"
+  "pyyaml==$PLACER_PYYAML_VERSION" "wheel==$PLACER_WHEEL_VERSION")
+# Wheels that only GPU work loads: Triton (compiled GPU kernels), cuSOLVER (dlopened by
+# libtorch_cuda_linalg), NVRTC (runtime compilation), NVTX, the CUDA Python bindings. Every other
+# nvidia-* wheel stays even without a GPU: `import torch` loads libtorch_cuda.so, which links
+# cuBLAS, cuDNN, cuFFT, cuSPARSE, NCCL, ... (placer's C++ needs only cudart and cupti of them).
+GPU_ONLY_WHEELS="triton nvidia-cusolver nvidia-cuda-nvrtc nvidia-nvtx cuda-bindings cuda-pathfinder cuda-toolkit"
 
 if [[ -z "${PLACER_PYTHON:-}" ]]; then
   venv="$PLACER_CACHE/venv-torch-$PLACER_TORCH_VERSION"
   if [[ ! -f "$venv/.complete" ]]; then
-    placer_log "installing torch==$PLACER_TORCH_VERSION (LibTorch with CUDA 13) into $venv"
+    # PLACER_TORCH_WHEELS: all (torch as PyPI resolves it; the default) or cpu (without the
+    # GPU-only wheels: 1.1 GB less on disk). cpu resolves the set with a dry run first, which
+    # downloads every wheel where the index serves no separate metadata and pip keeps no cache,
+    # as here: 5.1 GB received instead of 2.8 GB (bench/RESULTS.md), so it is not the default.
+    wheels="${PLACER_TORCH_WHEELS:-all}"
+    [[ "$wheels" == all || "$wheels" == cpu ]] || {
+      placer_log "error: PLACER_TORCH_WHEELS must be 'all' or 'cpu', not '$wheels'"
+      exit 1
+    }
+    placer_log "installing torch==$PLACER_TORCH_VERSION ($wheels wheels) into $venv"
     mkdir -p "$PLACER_CACHE"
     rm -rf "$venv"
     python3 -m venv "$venv"
-    "$venv/bin/pip" install -q --disable-pip-version-check "torch==$PLACER_TORCH_VERSION"
-    touch "$venv/.complete"
+    pip=("$venv/bin/pip" install -q --disable-pip-version-check)
+    requested=("torch==$PLACER_TORCH_VERSION" "${PYTHON_PACKAGES[@]}")
+    if [[ "$wheels" == all ]]; then
+      "${pip[@]}" "${requested[@]}"
+    else
+      # pip resolves the whole set as usual; everything it chose but the GPU-only wheels is
+      # installed at the versions it chose.
+      report="$PLACER_CACHE/pip-report.$$.json"
+      "${pip[@]}" --dry-run --ignore-installed --report "$report" "${requested[@]}"
+      mapfile -t chosen < <(python3 -c '
+import json, sys
+skip = set(sys.argv[2].split())
+for item in json.load(open(sys.argv[1]))["install"]:
+    meta = item["metadata"]
+    if meta["name"].lower().replace("_", "-") not in skip:
+        print(meta["name"] + "==" + meta["version"])
+' "$report" "$GPU_ONLY_WHEELS")
+      rm -f "$report"
+      if ((${#chosen[@]} == 0)); then
+        placer_log "error: pip's resolution of ${requested[*]} could not be read"
+        exit 1
+      fi
+      "${pip[@]}" --no-deps "${chosen[@]}"
+    fi
+    echo "$wheels" >"$venv/.complete"
   fi
-  # scripts/export_onnx.py (ONNX fixtures of the tests) needs torchvision and onnx; venvs made
-  # before it existed get them added. The check reads package metadata only: milliseconds.
+  # Venvs made before a package was added get it added. The check reads package metadata only:
+  # milliseconds.
   if ! "$venv/bin/python" -c "
 import importlib.metadata as m, sys
-sys.exit(m.version('torchvision') != '$PLACER_TORCHVISION_VERSION' or m.version('onnx') != '$PLACER_ONNX_VERSION')
+sys.exit(any(m.version(p) != v for p, v in [('torchvision', '$PLACER_TORCHVISION_VERSION'),
+    ('onnx', '$PLACER_ONNX_VERSION'), ('pyyaml', '$PLACER_PYYAML_VERSION'),
+    ('wheel', '$PLACER_WHEEL_VERSION')]))
 " 2>/dev/null; then
-    placer_log "installing torchvision==$PLACER_TORCHVISION_VERSION onnx==$PLACER_ONNX_VERSION into $venv"
-    "$venv/bin/pip" install -q --disable-pip-version-check "torch==$PLACER_TORCH_VERSION" \
-      "torchvision==$PLACER_TORCHVISION_VERSION" "onnx==$PLACER_ONNX_VERSION"
+    placer_log "installing ${PYTHON_PACKAGES[*]} into $venv"
+    # In a cpu venv, --no-deps: its GPU-only wheels would come back as torch's requirements.
+    "$venv/bin/pip" install -q --disable-pip-version-check \
+      $(grep -qx cpu "$venv/.complete" && echo --no-deps) "${PYTHON_PACKAGES[@]}"
   fi
 fi
 

@@ -1,0 +1,126 @@
+"""placer_torch: run a placement found by placer in your own PyTorch training.
+
+    import placer_torch
+    model = placer_torch.apply(model, "runs/x/best_placement.yaml")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)   # after apply
+    for images, labels in loader:
+        logits = model(images)
+        loss = torch.nn.functional.cross_entropy(logits, labels.to(logits.device))
+        optimizer.zero_grad(); loss.backward(); optimizer.step()
+
+`model` is the torch.nn.Module that was exported with torch.onnx.export for placer (model.onnx of
+the config); apply places it as the file says and returns it wrapped in a PlacedModel (the module
+itself is `.module`, as with DDP). See placed_model.py for what runs where.
+"""
+
+import torch
+
+from .module_map import plan_replica
+from .placed_model import PlacedModel, even_shards, torch_device
+from .placement_file import PlacementError, PlacementFile, read_placement_file
+
+__all__ = ["apply", "PlacedModel", "PlacementError", "read_placement_file", "even_shards"]
+
+
+def _torch_devices(placement, device_map):
+    devices = {}
+    for name in placement.devices:
+        target = (device_map or {}).get(name)
+        device = torch.device(target) if target is not None else torch_device(name)
+        if device.type == "cuda":
+            count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+            if (device.index or 0) >= count:
+                raise PlacementError(
+                    f"{placement.path}: device '{name}' is {device}, which this machine does "
+                    f"not have ({count} CUDA device{'s' if count != 1 else ''}); "
+                    f"device_map={{'{name}': 'cpu'}} runs its part on the CPU instead")
+        devices[name] = device
+    return devices
+
+
+def _state_devices(model, plan, default, where):
+    """Module name -> placement device for every module with parameters or buffers of its own,
+    and every module whose calls all run on one device."""
+    devices = {name: next(iter(seen)) for name, seen in plan.calls.items() if len(seen) == 1}
+    for name, module in model.named_modules():
+        has_state = any(True for _ in module.parameters(recurse=False)) or any(
+            True for _ in module.buffers(recurse=False))
+        if not has_state:
+            continue
+        seen = plan.calls.get(name, set())
+        if len(seen) > 1:
+            raise PlacementError(
+                f"{where}: module '{name or 'the model'}' holds parameters and its calls run on "
+                f"several devices ({', '.join(sorted(seen))}); a parameter lives on one device")
+        if seen:
+            continue
+        # No op of its own (its parameters are read by an enclosing module's code, as
+        # nn.MultiheadAttention reads out_proj's): it lives where the nearest enclosing module
+        # with ops of its own runs.
+        parent = name
+        while parent and parent not in devices:
+            parent = parent.rpartition(".")[0]
+        if parent in devices:
+            devices[name] = devices[parent]
+        elif default is not None:
+            devices[name] = default
+        else:
+            raise PlacementError(
+                f"{where}: module '{name or 'the model'}' holds parameters but no op of the file "
+                "belongs to it or to a module around it (was the model exported in eval mode, "
+                "BatchNorm folded away? export with training=torch.onnx.TrainingMode.TRAINING)")
+    return devices
+
+
+def _check_shared(model, devices, where):
+    owner = {}
+    for name, module in model.named_modules():
+        for tensor in list(module.parameters(recurse=False)) + list(module.buffers(recurse=False)):
+            first = owner.setdefault(id(tensor), name)
+            if first != name and devices.get(first) != devices.get(name):
+                raise PlacementError(
+                    f"{where}: modules '{first}' ({devices.get(first)}) and '{name}' "
+                    f"({devices.get(name)}) share a parameter but are placed apart")
+
+
+def _move_state(model, devices, torch_devices):
+    with torch.no_grad():
+        for name, module in model.named_modules():
+            if name not in devices:
+                continue
+            target = torch_devices[devices[name]]
+            for p in module.parameters(recurse=False):
+                if p.device != target:
+                    p.data = p.data.to(target)
+                    if p.grad is not None:
+                        p.grad = p.grad.to(target)
+            for key, b in module._buffers.items():
+                if b is not None and b.device != target:
+                    module._buffers[key] = b.to(target)
+
+
+def apply(model, placement, device_map=None):
+    """Places `model` (a torch.nn.Module) as `placement` says and returns it as a PlacedModel.
+
+    `placement`: a path to a placer placement file (best_placement.yaml) or a PlacementFile.
+    `device_map`: optional {placement device: torch device}, e.g. {"cuda:1": "cuda:0"}; by
+    default every CPU worker (cpu:N) is PyTorch's CPU and cuda:N is cuda:N.
+    Raises PlacementError naming the op or module that cannot be placed: an op that maps to no
+    module, a module call whose ops sit on several devices, parameters needed on two devices.
+    Create the optimizer after apply (parameters keep their identity, but their data moves).
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"apply needs a torch.nn.Module, got {type(model).__name__}")
+    if not isinstance(placement, PlacementFile):
+        placement = read_placement_file(placement)
+    modules = dict(model.named_modules())
+    plans = [plan_replica(ops, modules, placement.path, k) for k, ops in enumerate(placement.ops)]
+    torch_devices = _torch_devices(placement, device_map)
+    module_devices = []
+    for k, plan in enumerate(plans):
+        where = placement.path + (f" (replica {k})" if k else "")
+        devices = _state_devices(model, plan, placement.default, where)
+        _check_shared(model, devices, where)
+        module_devices.append(devices)
+    _move_state(model, module_devices[0], torch_devices)
+    return PlacedModel(model, placement, plans, torch_devices, module_devices)
