@@ -244,7 +244,7 @@ TEST(LearnerTest, ImitationMakesTheTargetLikelyFromThePolicysOwnDecodingToo) {
                   9);
   const Candidate target = instance.OneTowerPerDevice();
   EXPECT_LT(
-      learner.Imitate({target}, {1.0}, std::nullopt, {.target_probability = 0.9, .max_steps = 300}),
+      learner.Imitate({target}, {1.0}, std::nullopt, {.target_probability = 0.95, .max_steps = 300}),
       300)
       << "imitation did not converge";
   int agreeing = 0, total = 0;
