@@ -104,13 +104,16 @@ std::unique_ptr<sim::CostModel> CostModelFor(const config::Config& config) {
     throw InputError(fmt::format("simulation.profile: {}", error.what()));
   }
   // A profile of another model would leave every op it lacks to the roofline model without a
-  // word: the profile must time each op of this model on some device.
+  // word: the profile must time each op of this model on some device, by its own name or as the
+  // first replica's (a profile of the data-parallel step, `placer profile --data-parallel`, names
+  // its ops r<replica>/<op>).
   const graph::Graph model = BuildSingleModel(config);
   for (const graph::Op& op : model.ops()) {
     const bool timed =
         std::any_of(profile->metadata().devices.begin(), profile->metadata().devices.end(),
                     [&](const auto& device) {
-                      return profile->FindOpSeconds(op.name, device.name).has_value();
+                      return profile->FindOpSeconds(op.name, device.name).has_value() ||
+                             profile->FindOpSeconds("r0/" + op.name, device.name).has_value();
                     });
     if (!timed) {
       throw InputError(fmt::format(
