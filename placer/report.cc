@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "placer/report_svg.h"
+
 namespace placer::search {
 namespace {
 
@@ -47,29 +49,6 @@ std::string Memory(const std::vector<int64_t>& bytes) {
   return fmt::format("{} MiB", fmt::join(parts, " / "));
 }
 
-std::string Escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 // Horizontal bars, one per valid method, with the lower bound as a dashed line.
 std::string BarChart(const ComparisonReport& r) {
   double longest = r.lower_bound_seconds;
@@ -92,7 +71,7 @@ std::string BarChart(const ComparisonReport& r) {
     if (!row.valid) continue;
     bool learned = row.method.starts_with("learned");
     svg << fmt::format(R"(<text x="{}" y="{}" text-anchor="end">{}</text>)", label - 6, y + 13,
-                       Escape(row.method));
+                       EscapeXml(row.method));
     svg << fmt::format(R"(<rect x="{}" y="{}" width="{}" height="{}" fill="{}"/>)", label, y,
                        x(row.step_seconds) - label, bar, learned ? "#d95f02" : "#7570b3");
     svg << fmt::format(R"(<text x="{}" y="{}">{}</text>)", x(row.step_seconds) + 4, y + 13,
@@ -151,7 +130,7 @@ std::string LineChart(const std::vector<Series>& series, const std::string& x_la
     svg << fmt::format(R"(<polyline fill="none" stroke="{}" stroke-width="1.5" points="{}"/>)",
                        s.colour, fmt::join(coords, " "));
     svg << fmt::format(R"(<text x="{}" y="{}" fill="{}">{}</text>)", legend_x, top + h + 40,
-                       s.colour, Escape(s.name));
+                       s.colour, EscapeXml(s.name));
     legend_x += 170;
   }
   svg << "</svg>";
@@ -286,14 +265,14 @@ std::string ReportMarkdown(const ComparisonReport& r) {
 std::string ReportHtml(const ComparisonReport& r) {
   std::ostringstream out;
   out << "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>placer compare: "
-      << Escape(r.model)
+      << EscapeXml(r.model)
       << "</title><style>body{font-family:sans-serif;max-width:960px;margin:2em "
          "auto}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
          "padding:3px 8px;text-align:right}td:first-child{text-align:left}"
          "</style></head><body>";
-  out << "<h1>placer compare: " << Escape(r.model)
-      << "</h1><p>Devices: " << Escape(fmt::format("{}", fmt::join(r.devices, ", ")))
-      << ". Evaluator: " << Escape(r.evaluator) << ".</p>";
+  out << "<h1>placer compare: " << EscapeXml(r.model)
+      << "</h1><p>Devices: " << EscapeXml(fmt::format("{}", fmt::join(r.devices, ", ")))
+      << ". Evaluator: " << EscapeXml(r.evaluator) << ".</p>";
   out << "<h2>Step time per method</h2>" << BarChart(r);
   out << PicturesHtml(r.pictures);
   out << "<h2>Learned search</h2>";
@@ -311,12 +290,12 @@ std::string ReportHtml(const ComparisonReport& r) {
   out << "<h2>Table</h2><table><tr><th>method</th><th>step time</th><th>vs best single</th>"
          "<th>vs data parallel</th><th>time to produce</th><th>valid</th><th>peak memory</th></tr>";
   for (const ReportRow& row : r.rows) {
-    out << "<tr><td>" << Escape(row.method) << "</td><td>"
+    out << "<tr><td>" << EscapeXml(row.method) << "</td><td>"
         << (row.valid ? Seconds(row.step_seconds) : "-") << "</td><td>"
         << (row.valid ? Ratio(refs.single, row.step_seconds) : "-") << "</td><td>"
         << (row.valid ? Ratio(refs.data_parallel, row.step_seconds) : "-") << "</td><td>"
         << Seconds(row.seconds_to_produce) << "</td><td>"
-        << (row.valid ? "yes" : Escape("no: " + row.invalid_reason)) << "</td><td>"
+        << (row.valid ? "yes" : EscapeXml("no: " + row.invalid_reason)) << "</td><td>"
         << Memory(row.peak_memory_bytes) << "</td></tr>";
   }
   out << "</table></body></html>\n";

@@ -15,29 +15,6 @@ namespace {
 constexpr int kLabelWidth = 150;  // lane and strip labels, right-aligned
 constexpr int kPlotWidth = 760;
 
-std::string Xml(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 std::string Time(double us) {
   if (us < 1000) return fmt::format("{:.0f} us", us);
   if (us < 1e6) return fmt::format("{:.2f} ms", us / 1e3);
@@ -48,7 +25,7 @@ std::string SvgOpen(int width, int height, const std::string& title) {
   return fmt::format(
       R"(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" font-family="sans-serif" )"
       R"(font-size="11" role="img" aria-label="{}">)",
-      width, height, Xml(title));
+      width, height, EscapeXml(title));
 }
 
 int IndexOf(const std::vector<std::string>& devices, const std::string& name) {
@@ -135,7 +112,7 @@ std::string ScheduleSvg(const PlacementPicture& p) {
     const int y = top + static_cast<int>(i) * (lane_height + gap);
     const bool transfer = IndexOf(p.devices, lanes[i]) < 0;
     svg << fmt::format(R"(<text x="{}" y="{}" text-anchor="end"{}>{}</text>)", kLabelWidth - 6,
-                       y + lane_height - 4, transfer ? R"( fill="#555")" : "", Xml(lanes[i]));
+                       y + lane_height - 4, transfer ? R"( fill="#555")" : "", EscapeXml(lanes[i]));
     svg << fmt::format(R"(<rect x="{}" y="{}" width="{}" height="{}" fill="#f2f2f2"/>)",
                        kLabelWidth, y, kPlotWidth, lane_height);
   }
@@ -163,8 +140,8 @@ std::string ScheduleSvg(const PlacementPicture& p) {
                            R"(<title>{}: {} to {}</title></rect>)",
                            b.x0, y + (transfer ? 3 : 0), std::max(b.x1 - b.x0, 0.6),
                            lane_height - (transfer ? 6 : 0), colour,
-                           transfer ? R"( fill-opacity="0.7")" : "", Xml(what), Time(b.start_us),
-                           Time(b.end_us));
+                           transfer ? R"( fill-opacity="0.7")" : "", EscapeXml(what),
+                           Time(b.start_us), Time(b.end_us));
       }
     }
     y += lane_height + gap;
@@ -192,9 +169,9 @@ std::string LayerStripSvg(const PlacementPicture& p) {
     const double x = kLabelWidth + cell * static_cast<double>(k);
     std::vector<std::string> names;
     for (int d : layer.devices) names.push_back(p.devices.at(static_cast<size_t>(d)));
-    svg << fmt::format("<g><title>group {}: {} ({} op{}) on {}</title>", k, Xml(layer.label),
+    svg << fmt::format("<g><title>group {}: {} ({} op{}) on {}</title>", k, EscapeXml(layer.label),
                        layer.ops, layer.ops == 1 ? "" : "s",
-                       Xml(fmt::format("{}", fmt::join(names, ", "))));
+                       EscapeXml(fmt::format("{}", fmt::join(names, ", "))));
     const double stripe = static_cast<double>(strip) / std::max<size_t>(1, layer.devices.size());
     for (size_t j = 0; j < layer.devices.size(); ++j) {
       svg << fmt::format(
@@ -214,7 +191,7 @@ std::string LayerStripSvg(const PlacementPicture& p) {
         const int row_y = top + strip + row * (1 + labels % label_rows);
         svg << fmt::format(
             R"(<text x="{:.2f}" y="{}" fill="#333" font-size="10">{}</text>)", x0 + 2, row_y,
-            Xml(ShortLabel(p.layers[segment_start].label, static_cast<size_t>(width / 6.0))));
+            EscapeXml(ShortLabel(p.layers[segment_start].label, static_cast<size_t>(width / 6.0))));
         ++labels;
       }
       segment_start = k + 1;
@@ -235,22 +212,45 @@ std::string PicturesHtml(const std::vector<PlacementPicture>& pictures) {
   for (size_t d = 0; d < pictures.front().devices.size(); ++d) {
     out << fmt::format(R"(<span style="display:inline-block;width:12px;height:12px;background:{};)"
                        R"(margin:0 4px 0 12px;vertical-align:middle"></span>{})",
-                       DeviceColour(static_cast<int>(d)), Xml(pictures.front().devices[d]));
+                       DeviceColour(static_cast<int>(d)), EscapeXml(pictures.front().devices[d]));
   }
   out << "</p>";
   for (const PlacementPicture& p : pictures) {
-    out << fmt::format("<h3>{}</h3><p>{}. The step drawn: {} ({}).</p>", Xml(p.method),
-                       Xml(p.description), Time(p.step_seconds * 1e6), Xml(p.source));
+    out << fmt::format("<h3>{}</h3><p>{}. The step drawn: {} ({}).</p>", EscapeXml(p.method),
+                       EscapeXml(p.description), Time(p.step_seconds * 1e6), EscapeXml(p.source));
     out << LayerStripSvg(p) << ScheduleSvg(p);
     if (!p.trace_files.empty()) {
       out << "<p>Perfetto traces (open in ui.perfetto.dev or chrome://tracing):";
       for (const std::string& file : p.trace_files) {
-        out << fmt::format(R"( <a href="{0}">{0}</a>)", Xml(file));
+        out << fmt::format(R"( <a href="{0}">{0}</a>)", EscapeXml(file));
       }
       out << "</p>";
     }
   }
   return out.str();
+}
+
+std::string EscapeXml(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
 }
 
 }  // namespace placer::search

@@ -30,6 +30,10 @@ struct PlacementPicture {
 
 // The colour of device `index` (the same in every picture of a report).
 std::string DeviceColour(int index);
+
+// `text` with the characters XML and HTML give meaning (< > & ") written as entities.
+std::string EscapeXml(const std::string& text);
+
 // The schedule: one lane per device, then one per transfer channel that carried something;
 // consecutive events closer than a pixel are drawn as one bar (its tooltip says how many).
 std::string ScheduleSvg(const PlacementPicture& picture);
