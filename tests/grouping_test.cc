@@ -308,17 +308,22 @@ TEST(GroupingTest, FingerprintTellsGroupingsApart) {
 namespace placer::graph {
 namespace {
 
+// A 3-layer NMT small enough to group in milliseconds, its ops named by layer and time step.
+Graph SmallNmt() {
+  return BuildNmt({.batch_size = 2,
+                   .layers = 3,
+                   .source_steps = 6,
+                   .target_steps = 5,
+                   .hidden = 8,
+                   .embedding = 8,
+                   .source_vocab = 11,
+                   .target_vocab = 13});
+}
+
 // A layer-per-device placement (classes by layer, as the NMT expert's) stays expressible: every
 // group holds one class, and the group-level view of the placement is the placement itself.
 TEST(GroupingTest, KeepApartClassesStayInSeparateGroupsWhileTheyCan) {
-  const Graph nmt = BuildNmt({.batch_size = 2,
-                              .layers = 3,
-                              .source_steps = 6,
-                              .target_steps = 5,
-                              .hidden = 8,
-                              .embedding = 8,
-                              .source_vocab = 11,
-                              .target_vocab = 13});
+  const Graph nmt = SmallNmt();
   Placement by_layer = Placement::AllOn(nmt, {"gpu0", "gpu1", "gpu2", "gpu3"}, 3);
   for (OpId id : nmt.OpsInPhase(Phase::kForward)) {
     const std::string& name = nmt.op(id).name;
@@ -348,14 +353,7 @@ TEST(GroupingTest, KeepApartClassesStayInSeparateGroupsWhileTheyCan) {
 }
 
 TEST(GroupingTest, NameClassesFollowTheFirstPathComponentsOfForwardOps) {
-  const Graph nmt = BuildNmt({.batch_size = 2,
-                              .layers = 3,
-                              .source_steps = 6,
-                              .target_steps = 5,
-                              .hidden = 8,
-                              .embedding = 8,
-                              .source_vocab = 11,
-                              .target_vocab = 13});
+  const Graph nmt = SmallNmt();
   const std::vector<int> classes = NameClasses(nmt, 2);
   ASSERT_EQ(classes.size(), static_cast<size_t>(nmt.num_ops()));
   std::map<int, std::string> prefix_of_class;
