@@ -94,7 +94,8 @@ graph::ForwardBuilder ForwardBuilderFor(const config::Config& config) {
 
 std::unique_ptr<sim::CostModel> CostModelFor(const config::Config& config) {
   sim::RooflineOptions roofline;
-  if (config.simulation.gpu_link == "nvlink") roofline.gpu_to_gpu = sim::LinkPresets::Nvlink();
+  if (config.simulation.gpu_link == config::GpuLink::kNvlink)
+    roofline.gpu_to_gpu = sim::LinkPresets::Nvlink();
   if (config.simulation.profile.empty()) return std::make_unique<sim::RooflineCostModel>(roofline);
   std::unique_ptr<sim::ProfiledCostModel> profile;
   try {
