@@ -26,14 +26,7 @@ TensorId ModelBuilder::Parameter(const std::string& name, Shape shape, Initializ
 TensorId ModelBuilder::Apply(const std::string& name, const std::string& type,
                              std::vector<TensorId> inputs, Attributes attrs) {
   Op op{.name = name, .type = type, .inputs = std::move(inputs), .attrs = std::move(attrs)};
-  std::vector<Shape> shapes;
-  std::vector<DType> dtypes;
-  try {
-    shapes = InferOutputShapes(graph_, op);
-    dtypes = InferOutputDTypes(graph_, op);
-  } catch (const GraphError& error) {
-    throw GraphError(fmt::format("op '{}' ({}): {}", name, type, error.what()));
-  }
+  const auto [shapes, dtypes] = InferOutputs(graph_, op);
   if (shapes.size() != 1) {
     throw GraphError(
         fmt::format("op '{}' ({}) has {} outputs; use ApplyMulti", name, type, shapes.size()));
@@ -48,14 +41,7 @@ TensorId ModelBuilder::Apply(const std::string& name, const std::string& type,
 std::vector<TensorId> ModelBuilder::ApplyMulti(const std::string& name, const std::string& type,
                                                std::vector<TensorId> inputs, Attributes attrs) {
   Op op{.name = name, .type = type, .inputs = std::move(inputs), .attrs = std::move(attrs)};
-  std::vector<Shape> shapes;
-  std::vector<DType> dtypes;
-  try {
-    shapes = InferOutputShapes(graph_, op);
-    dtypes = InferOutputDTypes(graph_, op);
-  } catch (const GraphError& error) {
-    throw GraphError(fmt::format("op '{}' ({}): {}", name, type, error.what()));
-  }
+  const auto [shapes, dtypes] = InferOutputs(graph_, op);
   for (size_t k = 0; k < shapes.size(); ++k) {
     op.outputs.push_back(graph_.AddTensor(
         Tensor{.name = fmt::format("{}:{}", name, k), .shape = shapes[k], .dtype = dtypes[k]}));

@@ -213,6 +213,14 @@ std::vector<Shape> InferOutputShapes(const Graph& graph, const Op& op) {
   return Lookup(op.type).shapes(graph, op);
 }
 
+InferredOutputs InferOutputs(const Graph& graph, const Op& op) {
+  try {
+    return {InferOutputShapes(graph, op), InferOutputDTypes(graph, op)};
+  } catch (const GraphError& error) {
+    throw GraphError(fmt::format("op '{}' ({}): {}", op.name, op.type, error.what()));
+  }
+}
+
 std::vector<DType> InferOutputDTypes(const Graph& graph, const Op& op) {
   const OpTypeInfo& info = Lookup(op.type);
   const size_t outputs = InferOutputShapes(graph, op).size();

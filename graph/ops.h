@@ -235,6 +235,13 @@ std::vector<Shape> InferOutputShapes(const Graph& graph, const Op& op);
 // the inputs.
 std::vector<DType> InferOutputDTypes(const Graph& graph, const Op& op);
 
+// Both, for an op about to be added; an error reads "op '<name>' (<type>): <why>".
+struct InferredOutputs {
+  std::vector<Shape> shapes;
+  std::vector<DType> dtypes;
+};
+InferredOutputs InferOutputs(const Graph& graph, const Op& op);
+
 // Floating-point operations of one execution of `op` (a multiply-add counts 2). Backward ops
 // cost twice their forward op, the usual estimate for conv and matmul layers.
 double OpFlops(const Graph& graph, const Op& op);

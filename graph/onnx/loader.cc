@@ -218,6 +218,11 @@ const OpTable& Ops() {
   return *table;
 }
 
+const Known& Arg(const std::vector<KnownPtr>& in, size_t k) {
+  if (k >= in.size() || !in[k]) throw GraphError(fmt::format("input {} is missing", k));
+  return *in[k];
+}
+
 std::vector<float> Floats(size_t count, double value) {
   return std::vector<float>(count, static_cast<float>(value));
 }
@@ -276,7 +281,7 @@ DType Loader::InDType(size_t k) const {
   return v.tensor ? graph_.tensor(*v.tensor).dtype : IrType(v.known->type);
 }
 
-std::vector<double> Loader::KnownFloats(size_t k, const char* what) const {
+const Known& Loader::KnownData(size_t k, const char* what) const {
   const Value& v = In(k);
   if (!v.known) {
     throw GraphError(
@@ -287,24 +292,20 @@ std::vector<double> Loader::KnownFloats(size_t k, const char* what) const {
   if (!v.known->has_data) {
     throw GraphError(fmt::format("initializer '{}' ({}) has no data", InputName(k), what));
   }
+  return *v.known;
+}
+
+std::vector<double> Loader::KnownFloats(size_t k, const char* what) const {
+  const Known& known = KnownData(k, what);
   std::vector<double> out;
-  for (int64_t e = 0; e < v.known->size(); ++e) out.push_back(v.known->F(e));
+  for (int64_t e = 0; e < known.size(); ++e) out.push_back(known.F(e));
   return out;
 }
 
 std::vector<int64_t> Loader::KnownInts(size_t k, const char* what) const {
-  const Value& v = In(k);
-  if (!v.known) {
-    throw GraphError(
-        fmt::format("input '{}' ({}) must be computable at load time, but depends on "
-                    "the minibatch or the weights",
-                    InputName(k), what));
-  }
-  if (!v.known->has_data) {
-    throw GraphError(fmt::format("initializer '{}' ({}) has no data", InputName(k), what));
-  }
+  const Known& known = KnownData(k, what);
   std::vector<int64_t> out;
-  for (int64_t e = 0; e < v.known->size(); ++e) out.push_back(v.known->I(e));
+  for (int64_t e = 0; e < known.size(); ++e) out.push_back(known.I(e));
   return out;
 }
 
@@ -384,14 +385,7 @@ std::vector<TensorId> Loader::Emit(const std::string& op_name, const std::string
         .type = type,
         .inputs = std::move(inputs),
         .attrs = std::move(attrs)};
-  std::vector<Shape> shapes;
-  std::vector<DType> dtypes;
-  try {
-    shapes = InferOutputShapes(graph_, op);
-    dtypes = InferOutputDTypes(graph_, op);
-  } catch (const GraphError& error) {
-    throw GraphError(fmt::format("IR op '{}' ({}): {}", op.name, type, error.what()));
-  }
+  const auto [shapes, dtypes] = InferOutputs(graph_, op);
   if (shapes.size() != outputs.size()) {
     throw GraphError(fmt::format("IR op '{}' ({}) has {} outputs, {} expected", op.name, type,
                                  shapes.size(), outputs.size()));

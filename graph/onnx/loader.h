@@ -37,8 +37,9 @@ class Loader;
 // One ONNX op type. `fold` evaluates the node when every input is known at load time (and none is
 // a weight); `convert` emits IR ops for it otherwise. Either may be missing: an op without
 // `convert` takes only load-time values, one without `fold` always runs as IR ops.
+using Fold = std::function<std::vector<Known>(Loader&, const std::vector<KnownPtr>&)>;
 struct OpEntry {
-  std::function<std::vector<Known>(Loader&, const std::vector<KnownPtr>&)> fold;
+  Fold fold;
   std::function<void(Loader&)> convert;
 };
 using OpTable = std::unordered_map<std::string, OpEntry>;
@@ -105,6 +106,8 @@ class Loader {
   std::vector<int64_t> KnownInts(size_t k, const char* what) const;
   // The same for load-time floats (scales, bounds).
   std::vector<double> KnownFloats(size_t k, const char* what) const;
+  // Input k's load-time values; an error naming it and `what` when it has none.
+  const Known& KnownData(size_t k, const char* what) const;
   size_t NumOutputs() const;
   bool OutputLive(size_t k) const;
   const std::string& OutputName(size_t k) const;
@@ -178,5 +181,9 @@ class Loader {
 
 // Floats for a Constant op's values.
 std::vector<float> Floats(size_t count, double value);
+
+// For the fold functions: one folded output, and input k of a fold (an error when it is missing).
+inline std::vector<Known> One(Known k) { return std::vector<Known>{std::move(k)}; }
+const Known& Arg(const std::vector<KnownPtr>& in, size_t k);
 
 }  // namespace placer::graph::onnx

@@ -13,14 +13,6 @@ namespace placer::graph::onnx {
 namespace {
 
 namespace t = op_types;
-using Fold = std::function<std::vector<Known>(Loader&, const std::vector<KnownPtr>&)>;
-
-std::vector<Known> One(Known k) { return std::vector<Known>{std::move(k)}; }
-
-const Known& Arg(const std::vector<KnownPtr>& in, size_t k) {
-  if (k >= in.size() || !in[k]) throw GraphError(fmt::format("input {} is missing", k));
-  return *in[k];
-}
 
 // An elementwise function of one float input with float attributes (their ONNX defaults): IR op
 // `ir` at run time, `f(value, attributes)` at load time.
