@@ -408,8 +408,9 @@ void AddIndexing(OpTable& table, const char* onnx, const char* ir,
   table[onnx] = {nullptr, [ir, attrs](Loader& l) {
                    Attributes a;
                    attrs(l, a);
-                   std::vector<TensorId> inputs = {l.Tensor(0)};
-                   for (size_t k = 1; k < l.NumInputs(); ++k) {
+                   // Tensor(1) names the node and the input when the indices are missing.
+                   std::vector<TensorId> inputs = {l.Tensor(0), l.Tensor(1)};
+                   for (size_t k = 2; k < l.NumInputs(); ++k) {
                      inputs.push_back(l.Tensor(k));
                    }
                    if (l.graph().tensor(inputs[1]).dtype != DType::kInt64) {
