@@ -12,6 +12,7 @@
 #include "graph/grouping.h"
 #include "graph/models.h"
 #include "placer/learner.h"
+#include "runtime/statistics.h"
 
 int main(int argc, char** argv) {
   using namespace placer;
@@ -52,12 +53,9 @@ int main(int argc, char** argv) {
         update_ms.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
         step_ms.push_back(std::chrono::duration<double, std::milli>(t2 - t0).count());
       }
-      auto median = [](std::vector<double> v) {
-        std::sort(v.begin(), v.end());
-        return v[v.size() / 2];
-      };
-      fmt::print("{:>8} {:>8} {:>14.1f} {:>14.1f} {:>14.1f}\n", threads, hidden, median(sample_ms),
-                 median(update_ms), median(step_ms));
+      using runtime::Median;
+      fmt::print("{:>8} {:>8} {:>14.1f} {:>14.1f} {:>14.1f}\n", threads, hidden, Median(sample_ms),
+                 Median(update_ms), Median(step_ms));
     }
   }
   return 0;

@@ -13,10 +13,12 @@
 #include "graph/models.h"
 #include "placer/search.h"
 #include "placer/simulated_problem.h"
+#include "runtime/statistics.h"
 
 namespace {
 
 using namespace placer;
+using runtime::Median;
 
 runtime::DeviceSet Workers(int count) {
   runtime::DeviceSet devices;
@@ -24,11 +26,6 @@ runtime::DeviceSet Workers(int count) {
     devices.push_back({"cpu:" + std::to_string(i), runtime::DeviceType::kCpu, i, 1, 0});
   }
   return devices;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 void Run(int towers, int policy_steps) {

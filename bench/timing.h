@@ -2,19 +2,15 @@
 // seconds since a time point.
 #pragma once
 
-#include <algorithm>
 #include <chrono>
-#include <vector>
+
+#include "runtime/statistics.h"
 
 namespace placer::bench {
 
 using Clock = std::chrono::steady_clock;
 
-// The median (the mean of the middle two for an even count). `v` must not be empty.
-inline double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
+using runtime::Median;
 
 inline double SecondsSince(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();

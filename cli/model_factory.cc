@@ -94,7 +94,8 @@ graph::ForwardBuilder ForwardBuilderFor(const config::Config& config) {
 
 std::unique_ptr<sim::CostModel> CostModelFor(const config::Config& config) {
   sim::RooflineOptions roofline;
-  if (config.simulation.gpu_link == "nvlink") roofline.gpu_to_gpu = sim::LinkPresets::Nvlink();
+  if (config.simulation.gpu_link == config::GpuLink::kNvlink)
+    roofline.gpu_to_gpu = sim::LinkPresets::Nvlink();
   roofline.gpus_per_host = config.simulation.gpus_per_host;
   roofline.between_hosts = sim::LinkPresets::Network(config.simulation.host_link_gbps,
                                                      config.simulation.host_link_latency_us * 1e-6);

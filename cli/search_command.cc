@@ -84,7 +84,8 @@ int RunSearchCommand(const Commands& c) {
       "placer search: {} ({} groups: {}), devices {}, replica counts {}, {} evaluator{}; budget "
       "{} policy steps x {} samples, {} evaluations, {:.0f} s; outputs in {}{}\n",
       config.model.name(), setup->grouping.num_groups(), setup->grouping_name,
-      fmt::join(setup->names, ", "), fmt::join(space.replica_counts(), "/"), s.evaluator,
+      fmt::join(setup->names, ", "), fmt::join(space.replica_counts(), "/"),
+      config::ToString(s.evaluator),
       setup->measured ? " (learning on the profiled simulator, then measuring side by side)" : "",
       s.policy ? s.policy_steps : 0, s.samples_per_step, s.max_evaluations, s.max_wall_seconds,
       config.output.directory.string(), c.resume ? " (resuming)" : "");

@@ -168,12 +168,8 @@ std::vector<search::NamedCandidate> SearchSetup::WarmStarts() const {
 graph::GroupingOptions GroupingOptionsFor(const config::Config& config, const graph::Graph& graph,
                                           const std::vector<std::string>& devices,
                                           std::vector<std::string>* notes) {
-  std::optional<graph::GroupingMethod> method = graph::ParseGroupingMethod(config.search.grouping);
-  if (!method) {  // the config loader accepts only known names
-    throw InputError(fmt::format("unknown search.grouping '{}'", config.search.grouping));
-  }
-  graph::GroupingOptions options{*method, config.search.max_groups, {}};
-  if (*method != graph::GroupingMethod::kCoarsen) return options;
+  graph::GroupingOptions options{config.search.grouping, config.search.max_groups, {}};
+  if (config.search.grouping != graph::GroupingMethod::kCoarsen) return options;
   // Coarsening merges within a layer, block or branch of the model (ops named alike) before it
   // mixes them, so that the search can move one layer without another; and it keeps the shipped
   // expert placement expressible over the groups (the search starts from it), by merging only ops
@@ -196,9 +192,9 @@ graph::GroupingOptions GroupingOptionsFor(const config::Config& config, const gr
 }
 
 std::string GroupingName(const config::Config& config) {
-  return config.search.grouping == "coarsen"
+  return config.search.grouping == graph::GroupingMethod::kCoarsen
              ? fmt::format("coarsen, max_groups {}", config.search.max_groups)
-             : config.search.grouping;
+             : graph::ToString(config.search.grouping);
 }
 
 std::string DescribeSetup(const SearchSetup& s) {
@@ -224,7 +220,7 @@ std::unique_ptr<SearchSetup> BuildSearchSetup(const config::Config& config, std:
   s->config = config;
   s->devices = runtime::ResolveDevices(config);
   s->names = runtime::DeviceNames(s->devices);
-  const bool measured = config.search.evaluator == "measured";
+  const bool measured = config.search.evaluator == config::EvaluatorKind::kMeasured;
   if (config.cluster.workers > 0) s->pool = StartPool(config, log);
   // Measured, a CPU worker beyond this machine's cores would share a core with another and time
   // a machine that is not there (absent GPUs are refused by ResolveDevices).

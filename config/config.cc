@@ -191,6 +191,52 @@ std::string Alternatives(const std::vector<std::string_view>& choices) {
   return text;
 }
 
+template <typename Enum>
+struct Named {
+  Enum value;
+  std::string_view name;
+};
+
+constexpr std::array kEvaluatorNames = {
+    Named<EvaluatorKind>{EvaluatorKind::kMeasured, "measured"},
+    Named<EvaluatorKind>{EvaluatorKind::kSimulated, "simulated"}};
+constexpr std::array kGpuLinkNames = {Named<GpuLink>{GpuLink::kPcie, "pcie"},
+                                      Named<GpuLink>{GpuLink::kNvlink, "nvlink"}};
+// graph/grouping.h names its methods; the table lists which of them a config may choose.
+const std::array kGroupingNames = {
+    Named<graph::GroupingMethod>{graph::GroupingMethod::kOpPerGroup,
+                                 graph::ToString(graph::GroupingMethod::kOpPerGroup)},
+    Named<graph::GroupingMethod>{graph::GroupingMethod::kColocate,
+                                 graph::ToString(graph::GroupingMethod::kColocate)},
+    Named<graph::GroupingMethod>{graph::GroupingMethod::kCoarsen,
+                                 graph::ToString(graph::GroupingMethod::kCoarsen)}};
+
+template <typename Enum, size_t N>
+std::string_view NameIn(const std::array<Named<Enum>, N>& table, Enum value) {
+  for (const Named<Enum>& entry : table) {
+    if (entry.value == value) return entry.name;
+  }
+  return "?";
+}
+
+// Reads `key` as one of `table`'s names: "unknown <what> 'x'; expected 'a' or 'b'" otherwise.
+template <typename Enum, size_t N>
+void ReadChoice(const Mapping& mapping, std::string_view key, std::string_view what,
+                const std::array<Named<Enum>, N>& table, Enum* out) {
+  const Value* value = mapping.Find(key);
+  if (value == nullptr) return;
+  const std::string chosen = ToString(*value);
+  std::vector<std::string_view> names;
+  for (const Named<Enum>& entry : table) {
+    if (entry.name == chosen) {
+      *out = entry.value;
+      return;
+    }
+    names.push_back(entry.name);
+  }
+  value->Fail(fmt::format("unknown {} {}; expected {}", what, Quote(chosen), Alternatives(names)));
+}
+
 // The keys of an options struct's fields.
 class FieldKeys final : public graph::FieldVisitor {
  public:
@@ -390,13 +436,7 @@ SearchConfig ReadSearch(const Value& value) {
   ReadPositive(mapping, "max_wall_seconds", &search.max_wall_seconds);
   ReadUnsigned(mapping, "seed", &search.seed);
   ReadInteger(mapping, "checkpoint_every", 1, &search.checkpoint_every);
-  if (const Value* evaluator = mapping.Find("evaluator")) {
-    search.evaluator = ToString(*evaluator);
-    if (search.evaluator != "measured" && search.evaluator != "simulated") {
-      evaluator->Fail(fmt::format("unknown evaluator {}; expected 'measured' or 'simulated'",
-                                  Quote(search.evaluator)));
-    }
-  }
+  ReadChoice(mapping, "evaluator", "evaluator", kEvaluatorNames, &search.evaluator);
   ReadPositive(mapping, "failing_step_seconds", &search.failing_step_seconds);
   ReadPositive(mapping, "learning_rate", &search.learning_rate);
   if (const Value* weight = mapping.Find("entropy_weight")) {
@@ -435,13 +475,7 @@ SearchConfig ReadSearch(const Value& value) {
   }
   ReadInteger(mapping, "refinement_rounds", 0, &search.refinement_rounds);
   ReadInteger(mapping, "verify_candidates", 1, &search.verify_candidates);
-  if (const Value* grouping = mapping.Find("grouping")) {
-    search.grouping = ToString(*grouping);
-    if (search.grouping != "op" && search.grouping != "colocate" && search.grouping != "coarsen") {
-      grouping->Fail(fmt::format("unknown grouping {}; expected 'op', 'colocate' or 'coarsen'",
-                                 Quote(search.grouping)));
-    }
-  }
+  ReadChoice(mapping, "grouping", "grouping", kGroupingNames, &search.grouping);
   ReadInteger(mapping, "max_groups", 1, &search.max_groups);
   return search;
 }
@@ -451,13 +485,7 @@ SimulationConfig ReadSimulation(const Value& value) {
       value, {"profile", "gpu_link", "gpus_per_host", "host_link_gbps", "host_link_latency_us"});
   SimulationConfig simulation;
   if (const Value* profile = mapping.Find("profile")) simulation.profile = ToString(*profile);
-  if (const Value* link = mapping.Find("gpu_link")) {
-    simulation.gpu_link = ToString(*link);
-    if (simulation.gpu_link != "pcie" && simulation.gpu_link != "nvlink") {
-      link->Fail(
-          fmt::format("unknown link {}; expected 'pcie' or 'nvlink'", Quote(simulation.gpu_link)));
-    }
-  }
+  ReadChoice(mapping, "gpu_link", "link", kGpuLinkNames, &simulation.gpu_link);
   ReadInteger(mapping, "gpus_per_host", 0, &simulation.gpus_per_host);
   ReadPositive(mapping, "host_link_gbps", &simulation.host_link_gbps);
   ReadPositive(mapping, "host_link_latency_us", &simulation.host_link_latency_us);
@@ -579,6 +607,9 @@ void ResolveOnnxBatch(Config& config, const std::string& text) {
 }
 
 }  // namespace
+
+std::string_view ToString(EvaluatorKind kind) { return NameIn(kEvaluatorNames, kind); }
+std::string_view ToString(GpuLink link) { return NameIn(kGpuLinkNames, link); }
 
 ConfigError::ConfigError(std::string file, int line, int column, std::string key_path,
                          std::string message)

@@ -10,8 +10,24 @@
 #include <vector>
 
 #include "graph/builtin_models.h"
+#include "graph/grouping.h"
 
 namespace placer::config {
+
+// The closed sets of values a config names, checked when the file is read (each has one table of
+// names in config.cc, which ToString and the reader share).
+// search.evaluator: how placements are judged.
+enum class EvaluatorKind {
+  kMeasured,   // "measured": learn on a simulator profiled on these devices, then measure
+  kSimulated,  // "simulated": the simulator throughout
+};
+// simulation.gpu_link: the link between GPUs in the roofline model.
+enum class GpuLink {
+  kPcie,    // "pcie": PCIe 4.0 x16
+  kNvlink,  // "nvlink": NVLink 4
+};
+std::string_view ToString(EvaluatorKind kind);
+std::string_view ToString(GpuLink link);
 
 // Raised for any problem in a config file. what() reads "FILE:LINE:COLUMN: KEY.PATH: message", so a
 // user can jump straight to the culprit.
@@ -90,7 +106,7 @@ struct SearchConfig {
   int checkpoint_every = 10;       // search.checkpoint_every (policy steps)
   // search.evaluator: "measured" (learn on a simulator profiled on these devices, then measure the
   // best candidates and the baselines side by side) or "simulated" (the simulator throughout).
-  std::string evaluator = "measured";
+  EvaluatorKind evaluator = EvaluatorKind::kMeasured;
   double failing_step_seconds = 100;  // search.failing_step_seconds: invalid placements count so
   double learning_rate = 0.0005;      // search.learning_rate (Adam, PPO)
   double entropy_weight = 0.01;       // search.entropy_weight (per decision)
@@ -107,7 +123,7 @@ struct SearchConfig {
   int verify_candidates = 5;     // search.verify_candidates: best candidates re-measured (measured)
   // search.grouping: what the policy places, "op" (every forward op), "colocate" (the 2017
   // co-location rules) or "coarsen" (co-location, then merging by cost down to max_groups).
-  std::string grouping = "coarsen";
+  graph::GroupingMethod grouping = graph::GroupingMethod::kCoarsen;
   int max_groups = 256;  // search.max_groups: most groups "coarsen" leaves
 };
 
@@ -118,7 +134,7 @@ struct SimulationConfig {
   std::filesystem::path profile;
   // simulation.gpu_link: "pcie" (PCIe 4.0 x16) or "nvlink" (NVLink 4) between GPUs, for the
   // roofline model.
-  std::string gpu_link = "pcie";
+  GpuLink gpu_link = GpuLink::kPcie;
   // simulation.gpus_per_host: GPU cuda:i is on host i / gpus_per_host (0: one host), and a copy
   // between hosts crosses a network of simulation.host_link_gbps gigabits per second per
   // direction with simulation.host_link_latency_us microseconds per transfer (roofline model).

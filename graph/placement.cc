@@ -14,6 +14,8 @@
 #include <set>
 #include <sstream>
 
+#include "graph/training_step.h"
+
 namespace placer::graph {
 
 Placement Placement::AllOn(const Graph& graph, std::vector<std::string> devices, int device) {
@@ -43,6 +45,19 @@ std::vector<int> ExpandPlacement(const Graph& graph, const Placement& placement)
     devices[static_cast<size_t>(id)] = device;
   }
   return devices;
+}
+
+std::vector<int> HomeDevices(const Graph& graph, const std::vector<int>& op_device) {
+  std::vector<int> home(static_cast<size_t>(graph.num_tensors()), kHostDevice);
+  for (TensorId t = 0; t < graph.num_tensors(); ++t) {
+    const Tensor& tensor = graph.tensor(t);
+    if (tensor.producer != kNoOp) {
+      home[static_cast<size_t>(t)] = op_device[static_cast<size_t>(tensor.producer)];
+    } else if (tensor.kind == TensorKind::kParameter) {
+      home[static_cast<size_t>(t)] = op_device[static_cast<size_t>(OwnerOf(graph, t))];
+    }
+  }
+  return home;
 }
 
 namespace {

@@ -25,6 +25,14 @@ struct Placement {
 // out-of-range device.
 std::vector<int> ExpandPlacement(const Graph& graph, const Placement& placement);
 
+// Where each tensor's value starts its life, given every op's device (`op_device`, as
+// ExpandPlacement returns): its producer's device, a parameter's owner's (OwnerOf: it lives and is
+// updated there), or kHostDevice for the minibatch (and a tensor nothing produces), which is read
+// from host memory. The executor moves, and the simulator charges, every transfer from this one
+// plan: a consumer on another device than the home receives a copy.
+inline constexpr int kHostDevice = -1;
+std::vector<int> HomeDevices(const Graph& graph, const std::vector<int>& op_device);
+
 // Placement files are YAML:
 //   devices: [cpu:0, cpu:1]     # optional; defaults to the devices given to the reader
 //   replicas: 2                 # optional; the model's replica count (ReadPlacementReplicas)

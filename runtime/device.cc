@@ -81,7 +81,7 @@ DeviceSet ResolveDevices(const config::Config& config) {
     Device device = ParseDevice(entry.name);
     device.threads = entry.threads;
     if (device.type == DeviceType::kCuda) {
-      if (device.index >= gpus && config.search.evaluator == "simulated") {
+      if (device.index >= gpus && config.search.evaluator == config::EvaluatorKind::kSimulated) {
         device.memory_capacity = entry.memory_bytes.value_or(int64_t{141} * 1000 * 1000 * 1000);
         devices.push_back(device);
         continue;

@@ -124,7 +124,7 @@ TensorMap SyntheticBatch(const graph::Graph& graph, uint64_t seed) {
 // when all its inputs are available there; each device's worker runs its ready ops, earliest in
 // topological order first. The same path serves every placement, one device included.
 struct Executor::Impl {
-  static constexpr int kHost = -1;
+  static constexpr int kHost = graph::kHostDevice;
 
   // A copy, not a reference: a worker abandoned inside a hung op outlives the caller's graph
   // (ASan caught the returning op reading a graph its test had freed).
@@ -232,18 +232,16 @@ struct Executor::Impl {
     ops_to_run = static_cast<int>(std::count(runs.begin(), runs.end(), true));
 
     const size_t n = static_cast<size_t>(graph.num_tensors());
-    home.assign(n, kHost);
+    home = graph::HomeDevices(graph, op_device);
     remote.assign(n, {});
     users.assign(n, std::vector<std::vector<OpId>>(static_cast<size_t>(num_devices)));
     for (TensorId t = 0; t < graph.num_tensors(); ++t) {
       const graph::Tensor& tensor = graph.tensor(t);
-      if (tensor.producer != graph::kNoOp) {
-        home[static_cast<size_t>(t)] = op_device[static_cast<size_t>(tensor.producer)];
-      } else if (tensor.kind == TensorKind::kParameter) {
-        home[static_cast<size_t>(t)] = op_device[static_cast<size_t>(OwnerOfParameter(t))];
-        parameters.push_back(t);
-      } else if (tensor.kind == TensorKind::kInput || tensor.kind == TensorKind::kLabel) {
-        feeds.push_back(t);
+      if (tensor.producer == graph::kNoOp) {
+        if (tensor.kind == TensorKind::kParameter) parameters.push_back(t);
+        if (tensor.kind == TensorKind::kInput || tensor.kind == TensorKind::kLabel) {
+          feeds.push_back(t);
+        }
       }
       for (OpId consumer : tensor.consumers) {
         if (!runs[static_cast<size_t>(consumer)]) continue;
@@ -309,13 +307,6 @@ struct Executor::Impl {
     ready_events.assign(
         n, std::vector<std::shared_ptr<at::cuda::CUDAEvent>>(static_cast<size_t>(num_devices)));
 #endif
-  }
-
-  OpId OwnerOfParameter(TensorId t) const {
-    for (OpId consumer : graph.tensor(t).consumers) {
-      if (graph.op(consumer).phase == Phase::kForward) return consumer;
-    }
-    throw StepFailure(fmt::format("parameter '{}' has no forward consumer", graph.tensor(t).name));
   }
 
   void LoadParameters(const TensorMap& initial) {

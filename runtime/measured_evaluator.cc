@@ -7,19 +7,17 @@
 #include <chrono>
 
 #include "runtime/executor.h"
+#include "runtime/statistics.h"
 
 namespace placer::runtime {
 
 void SummariseSamples(const std::vector<double>& samples, EvaluationResult& result) {
   result.step_samples = samples;
   if (samples.empty()) return;
-  std::vector<double> sorted = samples;
-  std::sort(sorted.begin(), sorted.end());
-  size_t mid = sorted.size() / 2;
-  result.step_seconds =
-      sorted.size() % 2 == 1 ? sorted[mid] : 0.5 * (sorted[mid - 1] + sorted[mid]);
-  result.min_seconds = sorted.front();
-  result.max_seconds = sorted.back();
+  result.step_seconds = Median(samples);
+  const auto [min, max] = std::minmax_element(samples.begin(), samples.end());
+  result.min_seconds = *min;
+  result.max_seconds = *max;
 }
 
 struct MeasuredEvaluator::State {

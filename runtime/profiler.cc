@@ -24,16 +24,12 @@
 #include "graph/placement.h"
 #include "graph/training_step.h"
 #include "runtime/executor.h"
+#include "runtime/statistics.h"
 
 namespace placer::runtime {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
 
 void Synchronize([[maybe_unused]] const Device& device) {
 #ifdef PLACER_WITH_CUDA

@@ -66,7 +66,7 @@ TEST(ConfigTest, DefaultLeNetConfigLoads) {
   EXPECT_LT(config.devices.devices[0].line, config.devices.devices[1].line);
   EXPECT_EQ(config.measurement.warmup_steps, 5);
   EXPECT_EQ(config.measurement.timed_steps, 5);
-  EXPECT_EQ(config.search.evaluator, "measured");
+  EXPECT_EQ(config.search.evaluator, config::EvaluatorKind::kMeasured);
   EXPECT_EQ(config.search.replicas, (std::vector<int>{1, 2}));
   EXPECT_EQ(config.search.samples_per_step, 64);
   EXPECT_DOUBLE_EQ(config.search.max_wall_seconds, 60.0);
@@ -113,11 +113,11 @@ TEST(ConfigTest, PartialSectionsAndEmptySections) {
 
 TEST(ConfigTest, GroupingDefaultsToCoarseningTo256Groups) {
   const Config defaults = ParseConfig(kMinimal, "defaults.yaml");
-  EXPECT_EQ(defaults.search.grouping, "coarsen");
+  EXPECT_EQ(defaults.search.grouping, graph::GroupingMethod::kCoarsen);
   EXPECT_EQ(defaults.search.max_groups, 256);
   const Config config = ParseConfig(
       std::string(kMinimal) + "search:\n  grouping: colocate\n  max_groups: 64\n", "g.yaml");
-  EXPECT_EQ(config.search.grouping, "colocate");
+  EXPECT_EQ(config.search.grouping, graph::GroupingMethod::kColocate);
   EXPECT_EQ(config.search.max_groups, 64);
 }
 

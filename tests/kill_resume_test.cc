@@ -3,7 +3,9 @@
 // random moments (simulated evaluator, so runs are deterministic and fast).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <linux/capability.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -25,12 +27,24 @@ std::string ReadFile(const fs::path& file) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
+// Drops, for this process and what it executes, the capabilities that let root write where file
+// permissions forbid it: tests run as root in CI, and a read-only directory must be read-only.
+// False when the process may not drop them (no CAP_SETPCAP), and then permissions still bind it
+// unless it is root.
+bool DropPermissionOverride() {
+  return prctl(PR_CAPBSET_DROP, CAP_DAC_OVERRIDE, 0, 0, 0) == 0 &&
+         prctl(PR_CAPBSET_DROP, CAP_DAC_READ_SEARCH, 0, 0, 0) == 0;
+}
+
 // Starts `placer args...` with output to `log`; returns its pid. `max_file_bytes` > 0 caps the
 // size of every file the process writes (RLIMIT_FSIZE, SIGXFSZ ignored): writes beyond it fail
-// with EFBIG exactly where a full disk fails with ENOSPC.
-pid_t Start(const std::vector<std::string>& args, const fs::path& log, rlim_t max_file_bytes = 0) {
+// with EFBIG exactly where a full disk fails with ENOSPC. `obey_permissions` runs it bound by
+// file permissions even as root (DropPermissionOverride).
+pid_t Start(const std::vector<std::string>& args, const fs::path& log, rlim_t max_file_bytes = 0,
+            bool obey_permissions = false) {
   pid_t pid = fork();
   if (pid == 0) {
+    if (obey_permissions) DropPermissionOverride();
     if (max_file_bytes > 0) {
       signal(SIGXFSZ, SIG_IGN);  // an ignored signal stays ignored across exec
       rlimit limit{max_file_bytes, max_file_bytes};
@@ -63,10 +77,10 @@ int Wait(pid_t pid) {
 
 using Clock = std::chrono::steady_clock;
 
-// Waits until `log` holds `text`; false when the process ended first (or a minute passed: a
-// loaded machine may take seconds to load LibTorch).
+// Waits until `log` holds `text`; false when the process ended first (or five minutes passed: a
+// loaded machine may take seconds to load LibTorch and minutes to reach a late step).
 bool WaitForLine(pid_t pid, const fs::path& log, const std::string& text) {
-  for (auto start = Clock::now(); Clock::now() - start < std::chrono::minutes(1);) {
+  for (auto start = Clock::now(); Clock::now() - start < std::chrono::minutes(5);) {
     std::ifstream in(log);
     const std::string contents{std::istreambuf_iterator<char>(in), {}};
     if (contents.find(text) != std::string::npos) return true;
@@ -292,6 +306,47 @@ TEST(FaultsTest, AnOutputDirectoryThatCannotBeCreatedIsAClearErrorBeforeAnyWork)
                                     ::testing::HasSubstr("blocker/run"),
                                     ::testing::HasSubstr("Not a directory")));
   EXPECT_THAT(log, ::testing::Not(::testing::HasSubstr("[search] step")));
+}
+
+TEST(FaultsTest, AReadOnlyOutputDirectoryIsAClearErrorBeforeTheSearchAndLeavesItUntouched) {
+  fs::path root = TestRoot("placer_read_only_test");
+  fs::remove_all(root);
+  fs::create_directories(root / "run");
+  std::ofstream(root / "run" / "notes.txt") << "the user's own file\n";
+  fs::permissions(root / "run", fs::perms::owner_read | fs::perms::owner_exec |
+                                    fs::perms::group_read | fs::perms::group_exec |
+                                    fs::perms::others_read | fs::perms::others_exec);
+  // The condition holds before it is tested: a program started as placer is cannot write there
+  // (the bounding set binds what a process executes, hence touch(1)).
+  const std::string probe_file = (root / "run" / "probe").string();
+  if (const pid_t probe = fork(); probe == 0) {
+    DropPermissionOverride();
+    execl("/usr/bin/touch", "touch", probe_file.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  } else if (Wait(probe) != 1) {
+    fs::remove(root / "run" / "probe");
+    fs::permissions(root / "run", fs::perms::owner_all);
+    fs::remove_all(root);
+    GTEST_SKIP() << "this process may write into a read-only directory (root without "
+                    "CAP_SETPCAP to drop CAP_DAC_OVERRIDE): the fault cannot be made here";
+  }
+  fs::path config = root / "search.yaml";
+  std::ofstream(config) << "model: {builtin: lenet, batch_size: 16}\n"
+                           "devices: [cpu:0, cpu:1]\n"
+                           "search: {evaluator: simulated, policy_steps: 3}\n"
+                           "output: {directory: run}\n";
+  const int code = Wait(Start({"search", "--config", config.string()}, root / "log", 0,
+                              /*obey_permissions=*/true));
+  const std::string log = ReadFile(root / "log");
+  EXPECT_EQ(code, 1) << "an unwritable directory is a failed run, not bad input: " << log;
+  EXPECT_THAT(log, ::testing::AllOf(::testing::HasSubstr("cannot write"),
+                                    ::testing::HasSubstr((root / "run").string()),
+                                    ::testing::HasSubstr("Permission denied")));
+  EXPECT_THAT(log, ::testing::Not(::testing::HasSubstr("[search] step")));
+  EXPECT_EQ(Snapshot(root / "run"),
+            (std::map<std::string, std::string>{{"notes.txt", "the user's own file\n"}}));
+  fs::permissions(root / "run", fs::perms::owner_all);
+  fs::remove_all(root);
 }
 
 }  // namespace

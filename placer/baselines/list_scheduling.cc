@@ -16,8 +16,6 @@ namespace {
 
 constexpr double kNever = std::numeric_limits<double>::infinity();
 
-size_t Index(int i) { return static_cast<size_t>(i); }
-
 // The state of the event-driven m-ETF / m-SCT scheduler.
 class EtfScheduler {
  public:

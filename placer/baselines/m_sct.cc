@@ -14,8 +14,6 @@ namespace placer::baselines {
 
 namespace {
 
-size_t Index(int i) { return static_cast<size_t>(i); }
-
 struct GlpkProblemDeleter {
   void operator()(glp_prob* lp) const { glp_delete_prob(lp); }
 };

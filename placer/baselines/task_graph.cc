@@ -24,8 +24,6 @@ using graph::TensorKind;
 
 namespace {
 
-size_t Index(int i) { return static_cast<size_t>(i); }
-
 void CheckCost(double seconds, const std::string& what) {
   if (!(seconds >= 0) || !std::isfinite(seconds)) {
     throw std::invalid_argument(

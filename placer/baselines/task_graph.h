@@ -35,6 +35,9 @@ namespace placer::baselines {
 // Stands for host memory as the source of a value (the minibatch).
 inline constexpr int kHostSource = -1;
 
+// A task, device or tensor number (int, as the graph numbers them) as a vector index.
+inline size_t Index(int i) { return static_cast<size_t>(i); }
+
 struct TaskEdge {
   int from = 0;
   int to = 0;

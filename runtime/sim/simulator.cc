@@ -86,7 +86,7 @@ struct Simulator::Workspace {
   std::vector<double> job_start;  // per device: when the op whose copies are running started
   std::vector<Event> events;      // min-heap: when each busy device finishes its current task
   int64_t next_sequence = 0;
-  std::vector<uint8_t> reads_on;  // per device, scratch for QueueCopiesOf
+  std::vector<uint8_t> reads_on;      // per device, scratch for QueueCopiesOf
   std::array<int, 2> busy_of_kind{};  // scratch for Retime: CPU workers, GPUs
   std::vector<int64_t> memory_now;
   std::vector<ChannelStats> channels;
@@ -171,7 +171,6 @@ Simulator::Simulator(const graph::Graph& graph, runtime::DeviceSet devices,
   consumer_begin_.push_back(0);
   bytes_.resize(static_cast<size_t>(num_tensors_));
   origin_.resize(static_cast<size_t>(num_tensors_));
-  owner_.assign(static_cast<size_t>(num_tensors_), kNoOp);
   for (TensorId t = 0; t < num_tensors_; ++t) {
     const graph::Tensor& tensor = graph.tensor(t);
     for (OpId consumer : tensor.consumers) {
@@ -186,7 +185,7 @@ Simulator::Simulator(const graph::Graph& graph, runtime::DeviceSet devices,
       origin_[t] = Origin::kProduced;
     } else if (tensor.kind == TensorKind::kParameter) {
       origin_[t] = Origin::kParameter;
-      owner_[t] = graph::OwnerOf(graph, t);  // throws when no forward op reads it
+      graph::OwnerOf(graph, t);  // throws when no forward op reads it: it would have no home
       parameters_.push_back(t);
     } else if (tensor.kind == TensorKind::kInput || tensor.kind == TensorKind::kLabel) {
       origin_[t] = Origin::kMinibatch;
@@ -466,16 +465,9 @@ SimulationResult Simulator::Simulate(const graph::Placement& placement, bool rec
     if (device < 0 || device >= num_devices_) ThrowUnplaced(graph_, placement);
     w.device_of[id] = device;
   }
-  w.home.assign(static_cast<size_t>(num_tensors_), kHost);
+  w.home = graph::HomeDevices(graph_, w.device_of);
   std::vector<int64_t> parameter_bytes(num_devices, 0);
-  for (TensorId t = 0; t < num_tensors_; ++t) {
-    if (origin_[t] == Origin::kProduced) {
-      w.home[t] = w.device_of[graph_.tensor(t).producer];
-    } else if (origin_[t] == Origin::kParameter) {
-      w.home[t] = w.device_of[owner_[t]];
-      parameter_bytes[w.home[t]] += bytes_[t];
-    }
-  }
+  for (TensorId t : parameters_) parameter_bytes[w.home[t]] += bytes_[t];
   w.pending = num_inputs_;
   w.uses_left.assign(static_cast<size_t>(num_tensors_) * num_devices, 0);
   w.ready.resize(num_devices);

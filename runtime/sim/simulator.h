@@ -61,7 +61,7 @@
 namespace placer::sim {
 
 // A device index, or kHost (-1) for host memory.
-inline constexpr int kHost = -1;
+inline constexpr int kHost = graph::kHostDevice;
 
 struct ChannelStats {
   int from = kHost;  // device index, or kHost for the minibatch
@@ -172,7 +172,6 @@ class Simulator {
 
   std::vector<int64_t> bytes_;
   std::vector<Origin> origin_;
-  std::vector<graph::OpId> owner_;           // parameters: the owning forward op
   std::vector<graph::TensorId> minibatch_;   // tensor order, as the executor loads them
   std::vector<graph::TensorId> parameters_;  // tensor order, as the executor pushes them
 
