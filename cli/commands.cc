@@ -13,6 +13,7 @@
 #include "cli/model_factory.h"
 #include "cli/search_command.h"
 #include "cli/search_setup.h"
+#include "cli/worker_command.h"
 #include "config/config.h"
 #include "graph/placement.h"
 #include "proto/writers.h"
@@ -346,6 +347,19 @@ void RegisterCommands(CLI::App& app, Commands& c) {
   train->add_option("-d,--device", c.device, "put every op on this device instead");
   train->add_flag("--data-parallel", c.data_parallel, "data parallel over every device");
   train->add_option("-e,--epochs", c.epochs, "epochs")->capture_default_str();
+  CLI::App* worker = app.add_subcommand(
+      "worker",
+      "evaluate the placements a search with a cluster: section sends (rendezvous from "
+      "MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK or the flags)");
+  worker->add_option("--master-addr", c.master_addr, "the search's host (MASTER_ADDR)");
+  worker->add_option("--master-port", c.master_port, "its cluster.port (MASTER_PORT)");
+  worker->add_option("--world-size", c.world_size, "cluster.workers + 1 (WORLD_SIZE)");
+  worker->add_option("--rank", c.rank, "this worker's rank, 1 to world size - 1 (RANK)");
+  worker
+      ->add_option("--timeout", c.worker_timeout_seconds,
+                   "seconds to wait for the search to come up")
+      ->capture_default_str();
+  worker->callback([&c] { c.run = [&c] { return RunWorkerCommand(c); }; });
   train->add_option("--max-steps", c.max_steps, "cap on minibatches per epoch (0: all)")
       ->capture_default_str();
 }

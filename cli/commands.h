@@ -35,6 +35,10 @@ struct Commands {
   std::string output_directory;  // search, compare: instead of the config's output.directory
   int epochs = 10;
   int max_steps = 0;
+  // worker: the rendezvous, as torchrun's MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK (flags win
+  // over the environment)
+  std::string master_addr, master_port, world_size, rank;
+  double worker_timeout_seconds = 300;
 };
 
 void RegisterCommands(CLI::App& app, Commands& commands);

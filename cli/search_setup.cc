@@ -5,12 +5,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <ostream>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "cli/commands.h"
 #include "cli/model_factory.h"
+#include "cluster/worker_pool.h"
 #include "placer/baselines/baselines.h"
 #include "runtime/measured_evaluator.h"
 #include "runtime/profiler.h"
@@ -18,6 +21,33 @@
 
 namespace placer::cli {
 namespace {
+
+// The pool of a config's cluster: section, hosting the rendezvous; its workers join meanwhile.
+std::shared_ptr<cluster::WorkerPool> StartPool(const config::Config& config, std::ostream& log) {
+  std::ifstream file(config.source, std::ios::binary);
+  std::ostringstream text;
+  text << file.rdbuf();
+  if (!file || text.str().empty()) {
+    throw InputError(fmt::format("{}: cannot read the config again for the cluster's workers",
+                                 config.source.string()));
+  }
+  const config::ClusterConfig& c = config.cluster;
+  auto pool = std::make_shared<cluster::WorkerPool>(
+      cluster::PoolOptions{.port = c.port,
+                           .address = c.address,
+                           .workers = c.workers,
+                           .join_timeout_seconds = c.join_timeout_seconds,
+                           .heartbeat_timeout_seconds = c.heartbeat_timeout_seconds,
+                           .config_text = text.str(),
+                           .config_path = std::filesystem::absolute(config.source).string()});
+  log << fmt::format(
+             "cluster: waiting for {} worker{} (placer worker with MASTER_ADDR={} "
+             "MASTER_PORT={} WORLD_SIZE={} RANK=1..{})\n",
+             c.workers, c.workers == 1 ? "" : "s", c.address, pool->port(), c.workers + 1,
+             c.workers)
+      << std::flush;
+  return pool;
+}
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -191,6 +221,7 @@ std::unique_ptr<SearchSetup> BuildSearchSetup(const config::Config& config, std:
   s->devices = runtime::ResolveDevices(config);
   s->names = runtime::DeviceNames(s->devices);
   const bool measured = config.search.evaluator == config::EvaluatorKind::kMeasured;
+  if (config.cluster.workers > 0) s->pool = StartPool(config, log);
   // Measured, a CPU worker beyond this machine's cores would share a core with another and time
   // a machine that is not there (absent GPUs are refused by ResolveDevices).
   const auto cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -257,7 +288,17 @@ std::unique_ptr<SearchSetup> BuildSearchSetup(const config::Config& config, std:
     s->simulators.push_back(std::move(simulator));
     simulators.push_back(s->simulators.back().get());
     models.push_back(&m);
-    if (measured) {
+    if (s->pool) {
+      // The workers judge what the config's evaluator judges; a measured search's learning
+      // simulator (profiled here) stays here.
+      s->pooled.push_back(std::make_unique<cluster::PoolEvaluator>(
+          s->pool, measured ? "measured" : "simulated", m.replicas));
+      if (measured) {
+        measurers.push_back(s->pooled.back().get());
+      } else {
+        simulators.back() = s->pooled.back().get();
+      }
+    } else if (measured) {
       s->measurers.push_back(std::make_unique<runtime::MeasuredEvaluator>(
           m.graph, s->devices, MeasurementOptionsFor(config)));
       measurers.push_back(s->measurers.back().get());
@@ -269,6 +310,11 @@ std::unique_ptr<SearchSetup> BuildSearchSetup(const config::Config& config, std:
   }
   AddBaselines(*s, space);
   AddScaledOut(*s, space);
+  if (s->pool) {
+    s->pool->WaitForWorkers();
+    log << fmt::format("cluster: {} worker{} joined\n", s->pool->workers(),
+                       s->pool->workers() == 1 ? "" : "s");
+  }
   s->setup_seconds = SecondsSince(start);
   return s;
 }

@@ -20,6 +20,10 @@
 #include "runtime/evaluator.h"
 #include "runtime/sim/cost_model.h"
 
+namespace placer::cluster {
+class WorkerPool;
+}
+
 namespace placer::cli {
 
 // A placement some method proposes, as a candidate of the search's action space, or the reason
@@ -41,6 +45,10 @@ struct SearchSetup {
   std::vector<std::unique_ptr<search::ReplicatedModel>> models;  // per replica count; [0]: R = 1
   std::vector<std::unique_ptr<sim::CostModel>> costs;            // the simulators' (per model)
   std::vector<std::unique_ptr<runtime::Evaluator>> simulators, measurers;
+  // With a cluster: section, the workers that judge the measured placements (and, for a
+  // simulated search, the simulated ones): `measured` and `simulated` then judge through it.
+  std::shared_ptr<cluster::WorkerPool> pool;
+  std::vector<std::unique_ptr<runtime::Evaluator>> pooled;
   std::unique_ptr<search::CandidateEvaluator> simulated;  // what the search learns on
   std::unique_ptr<search::CandidateEvaluator> measured;   // null unless search.evaluator: measured
   std::vector<Baseline> baselines;

@@ -481,11 +481,30 @@ SearchConfig ReadSearch(const Value& value) {
 }
 
 SimulationConfig ReadSimulation(const Value& value) {
-  Mapping mapping(value, {"profile", "gpu_link"});
+  Mapping mapping(
+      value, {"profile", "gpu_link", "gpus_per_host", "host_link_gbps", "host_link_latency_us"});
   SimulationConfig simulation;
   if (const Value* profile = mapping.Find("profile")) simulation.profile = ToString(*profile);
   ReadChoice(mapping, "gpu_link", "link", kGpuLinkNames, &simulation.gpu_link);
+  ReadInteger(mapping, "gpus_per_host", 0, &simulation.gpus_per_host);
+  ReadPositive(mapping, "host_link_gbps", &simulation.host_link_gbps);
+  ReadPositive(mapping, "host_link_latency_us", &simulation.host_link_latency_us);
   return simulation;
+}
+
+ClusterConfig ReadCluster(const Value& value) {
+  Mapping mapping(
+      value, {"workers", "address", "port", "join_timeout_seconds", "heartbeat_timeout_seconds"});
+  ClusterConfig cluster;
+  ReadInteger(mapping, "workers", 0, &cluster.workers);
+  if (const Value* address = mapping.Find("address")) cluster.address = ToString(*address);
+  ReadInteger(mapping, "port", 0, &cluster.port);
+  if (cluster.port > 65535) {
+    mapping.Find("port")->Fail(fmt::format("{} is not a TCP port (0 to 65535)", cluster.port));
+  }
+  ReadPositive(mapping, "join_timeout_seconds", &cluster.join_timeout_seconds);
+  ReadPositive(mapping, "heartbeat_timeout_seconds", &cluster.heartbeat_timeout_seconds);
+  return cluster;
 }
 
 OutputConfig ReadOutput(const Value& value) {
@@ -540,7 +559,8 @@ void CheckSingleDocument(const std::string& text, const std::string& file_name) 
 Config ReadConfig(const YAML::Node& root, const std::string& file_name) {
   const Value top{&file_name, root, root.Mark(), ""};
   if (!root.IsMap()) top.Fail("the top level must be a mapping of sections, got " + Describe(root));
-  Mapping sections(top, {"model", "devices", "measurement", "search", "simulation", "output"});
+  Mapping sections(
+      top, {"model", "devices", "measurement", "search", "simulation", "cluster", "output"});
   Config config;
   config.source = file_name;
   config.model = ReadModel(sections.Require("model"));
@@ -552,6 +572,7 @@ Config ReadConfig(const YAML::Node& root, const std::string& file_name) {
   if (const Value* simulation = sections.Find("simulation")) {
     config.simulation = ReadSimulation(*simulation);
   }
+  if (const Value* cluster = sections.Find("cluster")) config.cluster = ReadCluster(*cluster);
   if (const Value* output = sections.Find("output")) config.output = ReadOutput(*output);
   return config;
 }
@@ -629,7 +650,11 @@ Config LoadConfig(const std::filesystem::path& file) {
   if (stream.bad()) {
     throw ConfigError(file_name, 0, 0, "", fmt::format("cannot read: {}", std::strerror(errno)));
   }
-  Config config = ParseConfig(text.str(), file_name);
+  return ConfigFromText(text.str(), file);
+}
+
+Config ConfigFromText(const std::string& yaml_text, const std::filesystem::path& file) {
+  Config config = ParseConfig(yaml_text, file.string());
   config.source = file;
   if (config.output.directory.is_relative()) {
     config.output.directory = (file.parent_path() / config.output.directory).lexically_normal();
@@ -641,7 +666,7 @@ Config LoadConfig(const std::filesystem::path& file) {
     config.model.onnx = (file.parent_path() / config.model.onnx).lexically_normal();
   }
   if (!config.model.onnx.empty() && config.model.batch_size == 0)
-    ResolveOnnxBatch(config, text.str());
+    ResolveOnnxBatch(config, yaml_text);
   return config;
 }
 

@@ -135,6 +135,29 @@ struct SimulationConfig {
   // simulation.gpu_link: "pcie" (PCIe 4.0 x16) or "nvlink" (NVLink 4) between GPUs, for the
   // roofline model.
   GpuLink gpu_link = GpuLink::kPcie;
+  // simulation.gpus_per_host: GPU cuda:i is on host i / gpus_per_host (0: one host), and a copy
+  // between hosts crosses a network of simulation.host_link_gbps gigabits per second per
+  // direction with simulation.host_link_latency_us microseconds per transfer (roofline model).
+  int gpus_per_host = 0;
+  double host_link_gbps = 400;
+  double host_link_latency_us = 30;
+};
+
+// cluster: evaluation workers in other processes (`placer worker`, cluster/worker_pool.h). With
+// workers > 0, `search` and `compare` host the rendezvous (a c10d TCPStore at address:port, rank
+// 0 of a world of workers + 1) and hand their measured evaluations (and, with search.evaluator:
+// simulated, the simulated ones) to the workers, all at once.
+struct ClusterConfig {
+  int workers = 0;  // cluster.workers: worker processes, ranks 1..workers; 0: none
+  // cluster.address: where the workers reach the search (messages; the store listens on every
+  // interface)
+  std::string address = "127.0.0.1";
+  int port = 29500;  // cluster.port (torchrun's MASTER_PORT default); 0: any free
+  double join_timeout_seconds =
+      60;  // cluster.join_timeout_seconds: every worker has joined by then
+  // cluster.heartbeat_timeout_seconds: a worker silent this long is dropped, its evaluation given
+  // to another.
+  double heartbeat_timeout_seconds = 10;
 };
 
 struct OutputConfig {
@@ -149,6 +172,7 @@ struct Config {
   MeasurementConfig measurement;
   SearchConfig search;
   SimulationConfig simulation;
+  ClusterConfig cluster;
   OutputConfig output;
 };
 
@@ -156,6 +180,11 @@ struct Config {
 // keys, wrong types, missing required fields (model.builtin), out-of-range values, duplicate or
 // malformed device names, unreadable, empty or non-YAML files.
 Config LoadConfig(const std::filesystem::path& file);
+
+// A config read from `yaml_text` as LoadConfig reads the file `file` (relative paths resolved
+// against its folder, an ONNX file's batch read), without reading `file` itself: a worker gets
+// its search's config as text.
+Config ConfigFromText(const std::string& yaml_text, const std::filesystem::path& file);
 
 // Same, from text (for tests); `file_name` is used in messages. Reads no other file: an ONNX
 // model's own batch is left for LoadConfig to read (batch_size 0).

@@ -134,6 +134,8 @@ std::vector<runtime::EvaluationResult> CandidateEvaluator::Evaluate(
     std::vector<runtime::EvaluationResult> judged;
     try {
       judged = evaluators_[i]->EvaluateBatch(placements);
+    } catch (const runtime::EvaluatorUnavailable&) {
+      throw;                                 // no verdict at all: the caller stops
     } catch (const std::exception& error) {  // an evaluator should not throw; if it does, go on
       judged.assign(mine.size(), {});
       for (auto& r : judged) r.invalid_reason = error.what();

@@ -70,7 +70,8 @@ class CandidateEvaluator {
 
   // Judges every candidate, in order; each replica count's share goes to its evaluator's
   // EvaluateBatch in one call. Never throws for a bad candidate: an evaluator exception or a
-  // candidate outside the space makes that result invalid with the reason.
+  // candidate outside the space makes that result invalid with the reason; only
+  // runtime::EvaluatorUnavailable (the evaluator itself is gone) passes through.
   std::vector<runtime::EvaluationResult> Evaluate(std::span<const Candidate> candidates) const;
 
   std::string name() const { return evaluators_.front()->name(); }

@@ -27,11 +27,26 @@ std::vector<SideBySideResult> SideBySide(const CandidateEvaluator& evaluator,
       for (size_t i = 0; i < distinct.size(); ++i) per_round[i].push_back(std::move(results[i]));
       break;
     }
-    // Measured: one at a time, starting each round one further along, so that no candidate is
-    // always measured first (right after the machine was idle) or always after the same one.
+    // Measured: each round starts one further along, so that no candidate is always measured
+    // first (right after the machine was idle) or always after the same one. Each run of
+    // consecutive candidates with one replica count goes in one call, which a local evaluator
+    // measures one by one in this order and a pool of workers all at once.
+    std::vector<size_t> order;
     for (size_t j = 0; j < distinct.size(); ++j) {
-      const size_t i = (j + static_cast<size_t>(round)) % distinct.size();
-      per_round[i].push_back(evaluator.Evaluate(std::span(&distinct[i], 1)).front());
+      order.push_back((j + static_cast<size_t>(round)) % distinct.size());
+    }
+    for (size_t begin = 0; begin < order.size();) {
+      size_t end = begin;
+      std::vector<Candidate> run;
+      while (end < order.size() &&
+             distinct[order[end]].replicas == distinct[order[begin]].replicas) {
+        run.push_back(distinct[order[end++]]);
+      }
+      std::vector<runtime::EvaluationResult> results = evaluator.Evaluate(run);
+      for (size_t j = begin; j < end; ++j) {
+        per_round[order[j]].push_back(std::move(results[j - begin]));
+      }
+      begin = end;
     }
   }
   std::vector<SideBySideResult> chosen(distinct.size());

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,13 @@ struct EvaluationResult {
   std::vector<TransferStats> transfers;
   std::vector<TraceEvent> trace;  // of the last timed step, when asked for
   double final_loss = 0;
+};
+
+// The evaluator itself cannot go on (every worker of a pool is gone): no verdict on any placement,
+// so a search must stop rather than count its candidates invalid.
+class EvaluatorUnavailable : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 class Evaluator {

@@ -219,7 +219,13 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{
             "UnknownTopLevelKey", kM + "foo: 1\n", 3, "foo",
             "unknown key 'foo'; expected one of: model, devices, measurement, search, simulation, "
-            "output"},
+            "cluster, output"},
+        BadCase{"ClusterPortOutOfRange", kM + "cluster:\n  port: 70000\n", 4, "cluster.port",
+                "70000 is not a TCP port (0 to 65535)"},
+        BadCase{"ClusterNegativeWorkers", kM + "cluster:\n  workers: -1\n", 4, "cluster.workers",
+                "must be >= 0, got -1"},
+        BadCase{"HostsNegativeGpus", kM + "simulation:\n  gpus_per_host: -8\n", 4,
+                "simulation.gpus_per_host", "must be >= 0, got -8"},
         BadCase{"UnknownNestedKey", kM + "  lenet:\n    hiden: 3\n", 4, "model.lenet.hiden",
                 "unknown key 'hiden'; expected one of: image_size, conv1_channels"},
         BadCase{"DuplicateKey", kM + "  builtin: lenet\n", 3, "model.builtin",

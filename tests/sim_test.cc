@@ -611,6 +611,30 @@ TEST(RooflineCostModelTest, PicksTheLinkByTheKindsOfItsEnds) {
                std::invalid_argument);
 }
 
+// Two hosts of two GPUs: NVLink within a host, the network between hosts (and between a CPU
+// worker, on host 0, and a GPU of host 1); each GPU reads the minibatch on its own host.
+TEST(RooflineCostModelTest, CrossesTheNetworkBetweenHosts) {
+  RooflineOptions options;
+  options.gpu_to_gpu = LinkPresets::Nvlink();
+  options.gpus_per_host = 2;
+  options.between_hosts = LinkPresets::Network(400, 30e-6);
+  RooflineCostModel model(options);
+  Device cpu0 = Cpu(0), gpu0 = Cuda(0), gpu1 = Cuda(1), gpu2 = Cuda(2), gpu3 = Cuda(3);
+  EXPECT_EQ(model.HostOf(gpu1), 0);
+  EXPECT_EQ(model.HostOf(gpu2), 1);
+  EXPECT_EQ(model.HostOf(cpu0), 0);
+  EXPECT_EQ(model.LinkOf(&gpu0, gpu1), LinkPresets::Nvlink());
+  EXPECT_EQ(model.LinkOf(&gpu2, gpu3), LinkPresets::Nvlink());
+  EXPECT_EQ(model.LinkOf(&gpu1, gpu2), options.between_hosts);
+  EXPECT_EQ(model.LinkOf(&gpu3, gpu0), options.between_hosts);
+  EXPECT_EQ(model.LinkOf(&cpu0, gpu2), options.between_hosts);
+  EXPECT_EQ(model.LinkOf(nullptr, gpu2), LinkPresets::Pcie4());
+  // 50 MB at 400 Gb/s: 1 ms, plus 30 us.
+  EXPECT_DOUBLE_EQ(model.TransferSeconds(50'000'000, &gpu0, gpu3), 1e-3 + 30e-6);
+  options.gpus_per_host = -1;
+  EXPECT_THROW(RooflineCostModel{options}, std::invalid_argument);
+}
+
 TEST(CostModelTest, FitsALinkFromTimedTransfers) {
   // 2 us latency, 10 GB/s.
   std::vector<TransferSample> samples;
@@ -833,6 +857,37 @@ TEST(DataParallelTest, GradientsTravelAsARingAllReduce) {
                 0.01)
         << "cuda:" << r;
   }
+}
+
+// A data-parallel step whose two replicas sit on two hosts moves its gradients over the network:
+// slower than on two GPUs of one host, and slower on 100 Gb/s than on 400 Gb/s.
+TEST(DataParallelTest, ReplicasOnTwoHostsWaitForTheNetwork) {
+  const DeviceSet devices = {Cuda(0), Cuda(1), Cuda(2), Cuda(3)};
+  graph::DataParallelGraph dp = graph::BuildDataParallel(
+      [](int64_t batch, int64_t global) {
+        return graph::BuildLeNet(
+            {.batch_size = batch, .loss_normalizer = global, .training_step = false});
+      },
+      64, {"r0", "r1"}, {1.0, 1.0}, 0.1);
+  auto step_on = [&](int second_device, double gbps) {
+    RooflineOptions options;
+    options.gpu_to_gpu = LinkPresets::Nvlink();
+    options.gpus_per_host = 2;
+    options.between_hosts = LinkPresets::Network(gbps, 30e-6);
+    RooflineCostModel costs(options);
+    Placement placement = Placement::AllOn(dp.graph, Names(devices), 0);
+    for (OpId id = 0; id < dp.graph.num_ops(); ++id) {
+      int& device = placement.device_of_op[static_cast<size_t>(id)];
+      if (device >= 0 && dp.graph.op(id).name.starts_with("r1/")) device = second_device;
+    }
+    SimulationResult result = Simulator(dp.graph, devices, costs).Simulate(placement);
+    EXPECT_TRUE(result.valid) << result.invalid_reason;
+    return result.step_seconds;
+  };
+  const double one_host = step_on(1, 400), two_hosts = step_on(2, 400), slow = step_on(2, 100);
+  EXPECT_LT(one_host, two_hosts);
+  EXPECT_LT(two_hosts, slow);
+  EXPECT_DOUBLE_EQ(step_on(1, 100), one_host);  // within a host, the network is not used
 }
 
 }  // namespace

@@ -83,6 +83,11 @@ LinkSpec LinkPresets::SharedMemoryCpu() {
           .latency_seconds = kPlacetoOpOverheadSeconds};
 }
 
+LinkSpec LinkPresets::Network(double gigabits_per_second, double latency_seconds) {
+  return {.seconds_per_byte = 8.0 / (gigabits_per_second * 1e9),
+          .latency_seconds = latency_seconds};
+}
+
 DeviceSpec DevicePresets::CpuThread() {
   return {.peak_flops = 2 * 8 * 2 * 3e9,
           .memory_bandwidth = kGrapplerCpuBandwidth,
@@ -103,6 +108,16 @@ RooflineCostModel::RooflineCostModel(RooflineOptions options) : options_(options
   CheckLink("cpu", "cpu", options_.cpu_to_cpu);
   CheckLink("cpu", "gpu", options_.host_or_cpu_to_gpu);
   CheckLink("gpu", "gpu", options_.gpu_to_gpu);
+  CheckLink("host", "host", options_.between_hosts);
+  if (options_.gpus_per_host < 0) {
+    throw std::invalid_argument(
+        fmt::format("gpus_per_host must be >= 0, got {}", options_.gpus_per_host));
+  }
+}
+
+int RooflineCostModel::HostOf(const Device& device) const {
+  if (options_.gpus_per_host == 0 || device.type != DeviceType::kCuda) return 0;
+  return device.index / options_.gpus_per_host;
 }
 
 void RooflineCostModel::SetDeviceSpec(const std::string& device_name, const DeviceSpec& spec) {
@@ -128,6 +143,7 @@ DeviceSpec RooflineCostModel::SpecOf(const Device& device) const {
 LinkSpec RooflineCostModel::LinkOf(const Device* from, const Device& to) const {
   auto it = links_.find({from != nullptr ? from->name : std::string(kHostName), to.name});
   if (it != links_.end()) return it->second;
+  if (from != nullptr && HostOf(*from) != HostOf(to)) return options_.between_hosts;
   if (IsCuda(from) && IsCuda(&to)) return options_.gpu_to_gpu;
   if (IsCuda(from) || IsCuda(&to)) return options_.host_or_cpu_to_gpu;
   return options_.cpu_to_cpu;

@@ -104,6 +104,10 @@ struct LinkPresets {
   // moves at half of the 32 GB/s memory bandwidth grappler assumes for a CPU; its latency is one
   // ATen op's dispatch, Placeto's 5.7 us per op.
   static LinkSpec SharedMemoryCpu();
+  // A network between hosts (InfiniBand or RoCE NICs, GPUDirect RDMA) of `gigabits_per_second`
+  // per direction, with `latency_seconds` per transfer (the intra-host 25 us of software plus the
+  // wire and switch).
+  static LinkSpec Network(double gigabits_per_second, double latency_seconds);
 };
 
 // Device defaults, for devices without a spec of their own.
@@ -129,6 +133,12 @@ struct RooflineOptions {
   LinkSpec cpu_to_cpu = LinkPresets::SharedMemoryCpu();
   LinkSpec host_or_cpu_to_gpu = LinkPresets::Pcie4();  // and GPU to a CPU worker
   LinkSpec gpu_to_gpu = LinkPresets::Pcie4();          // Nvlink() where the GPUs have it
+  // Hosts: GPU cuda:i lives on host i / gpus_per_host, every CPU worker on host 0; 0 puts every
+  // device on one host. A copy between devices of two hosts takes `between_hosts`, one link per
+  // ordered device pair as within a host (a NIC per GPU, as in 8-GPU H100/H200 servers; a NIC
+  // shared by several GPUs is not modelled). The minibatch is read on each GPU's own host.
+  int gpus_per_host = 0;
+  LinkSpec between_hosts = LinkPresets::Network(400, 30e-6);
 };
 
 // The analytic model: op time = FLOPs / peak_flops (+ or max) bytes read and written /
@@ -143,6 +153,8 @@ class RooflineCostModel : public CostModel {
   void SetLink(const std::string& from, const std::string& to, const LinkSpec& link);
 
   DeviceSpec SpecOf(const runtime::Device& device) const;
+  // The host of a device (see RooflineOptions::gpus_per_host).
+  int HostOf(const runtime::Device& device) const;
   LinkSpec LinkOf(const runtime::Device* from, const runtime::Device& to) const;
   const RooflineOptions& options() const { return options_; }
 

@@ -1,0 +1,135 @@
+#include "cli/worker_command.h"
+
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <memory>
+
+#include "cli/model_factory.h"
+#include "cluster/worker_loop.h"
+#include "config/config.h"
+#include "graph/data_parallel.h"
+#include "runtime/device.h"
+#include "runtime/measured_evaluator.h"
+#include "runtime/sim/simulated_evaluator.h"
+
+namespace placer::cli {
+namespace {
+
+// The worker's evaluators, built from the search's config as the search builds its own
+// (cli/search_setup.cc): the model at each replica count asked for, measured on this host's
+// devices or simulated with the config's cost model.
+class WorkerEvaluators {
+ public:
+  explicit WorkerEvaluators(config::Config config)
+      : config_(std::move(config)),
+        devices_(runtime::ResolveDevices(config_)),
+        names_(runtime::DeviceNames(devices_)) {}
+
+  runtime::EvaluationResult Evaluate(const proto::EvaluationTask& task) {
+    if (task.placement.devices != names_) {
+      throw InputError(fmt::format("the placement's devices differ from this worker's ({})",
+                                   fmt::join(names_, ", ")));
+    }
+    const graph::Graph& graph = Model(task.replicas);
+    if (task.placement.device_of_op.size() != static_cast<size_t>(graph.num_ops())) {
+      throw InputError(fmt::format(
+          "the placement has {} ops, this worker's model with {} replicas {}: do the search "
+          "and the worker run the same placer?",
+          task.placement.device_of_op.size(), task.replicas, graph.num_ops()));
+    }
+    return EvaluatorFor(task.kind, task.replicas).Evaluate(task.placement);
+  }
+
+ private:
+  // As search::BuildReplicatedModels builds it.
+  const graph::Graph& Model(int replicas) {
+    auto it = models_.find(replicas);
+    if (it == models_.end()) {
+      graph::Graph graph;
+      if (replicas == 1) {
+        graph = BuildSingleModel(config_);
+      } else {
+        std::vector<std::string> names;
+        for (int r = 0; r < replicas; ++r) names.push_back(fmt::format("r{}", r));
+        graph = graph::BuildDataParallel(ForwardBuilderFor(config_), config_.model.batch_size,
+                                         names, std::vector<double>(names.size(), 1.0),
+                                         config_.model.learning_rate)
+                    .graph;
+      }
+      it = models_.emplace(replicas, std::make_unique<graph::Graph>(std::move(graph))).first;
+    }
+    return *it->second;
+  }
+
+  runtime::Evaluator& EvaluatorFor(const std::string& kind, int replicas) {
+    const auto key = std::make_pair(kind, replicas);
+    auto it = evaluators_.find(key);
+    if (it != evaluators_.end()) return *it->second;
+    std::unique_ptr<runtime::Evaluator> evaluator;
+    if (kind == "measured") {
+      evaluator = std::make_unique<runtime::MeasuredEvaluator>(Model(replicas), devices_,
+                                                               MeasurementOptionsFor(config_));
+    } else if (kind == "simulated") {
+      if (!costs_) costs_ = CostModelFor(config_);
+      evaluator = std::make_unique<sim::SimulatedEvaluator>(Model(replicas), devices_, *costs_);
+    } else {
+      throw InputError(fmt::format("unknown evaluator '{}'", kind));
+    }
+    return *evaluators_.emplace(key, std::move(evaluator)).first->second;
+  }
+
+  config::Config config_;
+  runtime::DeviceSet devices_;
+  std::vector<std::string> names_;
+  std::map<int, std::unique_ptr<graph::Graph>> models_;
+  std::unique_ptr<sim::CostModel> costs_;
+  std::map<std::pair<std::string, int>, std::unique_ptr<runtime::Evaluator>> evaluators_;
+};
+
+// A flag's value, else the environment variable torchrun sets; `what` names both when neither.
+std::string Setting(const std::string& flag_value, const char* variable, const char* flag) {
+  if (!flag_value.empty()) return flag_value;
+  if (const char* value = std::getenv(variable); value != nullptr && *value != '\0') return value;
+  throw InputError(fmt::format("placer worker: no {} given: pass {} or set {} (as torchrun does)",
+                               variable, flag, variable));
+}
+
+int ToInt(const std::string& text, const char* variable) {
+  try {
+    size_t used = 0;
+    const int value = std::stoi(text, &used);
+    if (used == text.size()) return value;
+  } catch (const std::exception&) {
+  }
+  throw InputError(fmt::format("placer worker: {} must be an integer, got '{}'", variable, text));
+}
+
+}  // namespace
+
+int RunWorkerCommand(const Commands& c) {
+  cluster::WorkerEndpoint endpoint;
+  endpoint.host = Setting(c.master_addr, "MASTER_ADDR", "--master-addr");
+  endpoint.port = ToInt(Setting(c.master_port, "MASTER_PORT", "--master-port"), "MASTER_PORT");
+  endpoint.world_size = ToInt(Setting(c.world_size, "WORLD_SIZE", "--world-size"), "WORLD_SIZE");
+  endpoint.rank = ToInt(Setting(c.rank, "RANK", "--rank"), "RANK");
+  endpoint.connect_timeout_seconds = c.worker_timeout_seconds;
+  // One intra-op thread: on a machine shared by several workers, OpenMP's spinning threads would
+  // take the cores from the others (the MeasuredEvaluator sets each CPU device's own threads).
+  at::set_num_threads(1);
+  cluster::ServeWorker(
+      endpoint,
+      [](const std::string& text, const std::string& path) {
+        auto evaluators = std::make_shared<WorkerEvaluators>(config::ConfigFromText(text, path));
+        return
+            [evaluators](const proto::EvaluationTask& task) { return evaluators->Evaluate(task); };
+      },
+      std::cout);
+  return kExitOk;
+}
+
+}  // namespace placer::cli
