@@ -23,7 +23,7 @@
 
 #include "bench/timing.h"
 #include "cli/model_factory.h"
-#include "cluster/worker_pool.h"
+#include "runtime/cluster/worker_pool.h"
 #include "config/config.h"
 #include "runtime/device.h"
 

@@ -13,7 +13,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_factory.h"
-#include "cluster/worker_pool.h"
+#include "runtime/cluster/worker_pool.h"
 #include "placer/baselines/baselines.h"
 #include "runtime/measured_evaluator.h"
 #include "runtime/profiler.h"

@@ -10,7 +10,7 @@
 #include <memory>
 
 #include "cli/model_factory.h"
-#include "cluster/worker_loop.h"
+#include "runtime/cluster/worker_loop.h"
 #include "config/config.h"
 #include "graph/data_parallel.h"
 #include "runtime/device.h"

@@ -1,4 +1,4 @@
-#include "cluster/worker_loop.h"
+#include "runtime/cluster/worker_loop.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -8,7 +8,7 @@
 #include <ostream>
 #include <thread>
 
-#include "cluster/store.h"
+#include "runtime/cluster/store.h"
 
 namespace placer::cluster {
 namespace {

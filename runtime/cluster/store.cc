@@ -1,4 +1,4 @@
-#include "cluster/store.h"
+#include "runtime/cluster/store.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "cluster/worker_pool.h"
+#include "runtime/cluster/worker_pool.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -12,7 +12,7 @@
 #include <optional>
 #include <thread>
 
-#include "cluster/store.h"
+#include "runtime/cluster/store.h"
 #include "proto/evaluation_wire.h"
 
 namespace placer::cluster {
