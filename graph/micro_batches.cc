@@ -1,0 +1,137 @@
+#include "graph/micro_batches.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <optional>
+
+#include "graph/training_step.h"
+
+namespace placer::graph {
+
+std::string MicroBatchName(int micro_batch, const std::string& name) {
+  return fmt::format("m{}/{}", micro_batch, name);
+}
+
+MicroBatchedGraph BuildMicroBatched(const ForwardBuilder& build_forward, int64_t batch,
+                                    int micro_batches, double learning_rate) {
+  if (micro_batches < 1) {
+    throw GraphError(fmt::format("micro_batches: {} is not a count of micro-batches (at least 1)",
+                                 micro_batches));
+  }
+  if (batch % micro_batches != 0) {
+    // Unequal micro-batches would give the last stage's ops different shapes per micro-batch and
+    // the schedule a ragged tail; GPipe and PipeDream both cut the minibatch evenly.
+    throw GraphError(fmt::format(
+        "micro_batches: {} does not divide the batch of {} rows into equal micro-batches",
+        micro_batches, batch));
+  }
+  MicroBatchedGraph result;
+  result.micro_batches = micro_batches;
+  result.micro_batch_size = batch / micro_batches;
+  Graph& g = result.graph;
+  for (int k = 0; k < micro_batches; ++k) {
+    Graph part = build_forward(result.micro_batch_size, batch);
+    std::vector<TensorId> remap(static_cast<size_t>(part.num_tensors()));
+    for (TensorId t = 0; t < part.num_tensors(); ++t) {
+      Tensor copy = part.tensor(t);
+      if (copy.kind == TensorKind::kParameter) {
+        // Every micro-batch reads the one parameter: its gradients add up in the update.
+        if (std::optional<TensorId> shared = g.FindTensor(copy.name)) {
+          remap[static_cast<size_t>(t)] = *shared;
+          continue;
+        }
+      } else {
+        copy.name = MicroBatchName(k, copy.name);
+      }
+      remap[static_cast<size_t>(t)] = g.AddTensor(std::move(copy));
+    }
+    for (const Op& op : part.ops()) {
+      Op copy = op;
+      copy.name = MicroBatchName(k, op.name);
+      for (TensorId& t : copy.inputs) t = remap[static_cast<size_t>(t)];
+      for (TensorId& t : copy.outputs) t = remap[static_cast<size_t>(t)];
+      g.AddOp(std::move(copy));
+    }
+  }
+  AppendBackwardAndUpdate(g, learning_rate);
+  g.Validate();
+  return result;
+}
+
+namespace {
+
+// k for a name "m<k>/...", else nullopt; `rest` gets what follows the slash.
+std::optional<int> ParseMicroBatch(const std::string& name, std::string* rest = nullptr) {
+  const size_t slash = name.find('/');
+  if (name.size() < 3 || name[0] != 'm' || slash == std::string::npos || slash < 2 ||
+      !std::all_of(name.begin() + 1, name.begin() + static_cast<std::ptrdiff_t>(slash),
+                   [](char c) { return c >= '0' && c <= '9'; })) {
+    return std::nullopt;
+  }
+  if (rest) *rest = name.substr(slash + 1);
+  return std::stoi(name.substr(1, slash - 1));
+}
+
+}  // namespace
+
+std::optional<int> MicroBatchOfName(const std::string& name) { return ParseMicroBatch(name); }
+
+std::vector<int> MicroBatchOfOps(const Graph& graph) {
+  std::vector<int> micro_batch(static_cast<size_t>(graph.num_ops()), -1);
+  for (OpId id = 0; id < graph.num_ops(); ++id) {
+    const Op& op = graph.op(id);
+    if (op.phase == Phase::kUpdate) continue;
+    const OpId anchor = op.phase == Phase::kForward ? id : op.forward_op;
+    std::optional<int> k = ParseMicroBatch(graph.op(anchor).name);
+    if (!k) {
+      throw GraphError(fmt::format(
+          "op '{}' belongs to no micro-batch (m<k>/<op>): the graph is not micro-batched",
+          op.name));
+    }
+    micro_batch[static_cast<size_t>(id)] = *k;
+  }
+  return micro_batch;
+}
+
+Placement PlaceMicroBatches(const MicroBatchedGraph& micro_batched, const Graph& base,
+                            const Placement& base_placement, PipelineSchedule schedule) {
+  const Graph& g = micro_batched.graph;
+  Placement placement{
+      .devices = base_placement.devices,
+      .device_of_op = std::vector<int>(static_cast<size_t>(g.num_ops()), -1),
+      .micro_batches = micro_batched.micro_batches,
+      .schedule = schedule,
+  };
+  for (OpId id : g.OpsInPhase(Phase::kForward)) {
+    std::string base_name;
+    std::optional<OpId> base_op;
+    if (ParseMicroBatch(g.op(id).name, &base_name)) base_op = base.FindOp(base_name);
+    if (!base_op || base.op(*base_op).phase != Phase::kForward) {
+      throw GraphError(fmt::format(
+          "micro-batched op '{}' is not a copy of a forward op of the model (m<k>/<op>)",
+          g.op(id).name));
+    }
+    placement.device_of_op[static_cast<size_t>(id)] =
+        base_placement.device_of_op.at(static_cast<size_t>(*base_op));
+  }
+  return placement;
+}
+
+const char* ToString(PipelineSchedule schedule) {
+  switch (schedule) {
+    case PipelineSchedule::kGPipe:
+      return "gpipe";
+    case PipelineSchedule::kOneFOneB:
+      return "1f1b";
+  }
+  return "?";
+}
+
+PipelineSchedule ParsePipelineSchedule(const std::string& name) {
+  if (name == "gpipe") return PipelineSchedule::kGPipe;
+  if (name == "1f1b") return PipelineSchedule::kOneFOneB;
+  throw GraphError(fmt::format("unknown pipeline schedule '{}': gpipe or 1f1b", name));
+}
+
+}  // namespace placer::graph
