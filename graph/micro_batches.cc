@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <optional>
 
+#include "graph/ops.h"
 #include "graph/training_step.h"
 
 namespace placer::graph {
@@ -12,6 +14,70 @@ namespace placer::graph {
 std::string MicroBatchName(int micro_batch, const std::string& name) {
   return fmt::format("m{}/{}", micro_batch, name);
 }
+
+namespace {
+
+// k for a name "m<k>/...", else nullopt; `rest` gets what follows the slash.
+std::optional<int> ParseMicroBatch(const std::string& name, std::string* rest = nullptr) {
+  const size_t slash = name.find('/');
+  if (name.size() < 3 || name[0] != 'm' || slash == std::string::npos || slash < 2 ||
+      !std::all_of(name.begin() + 1, name.begin() + static_cast<std::ptrdiff_t>(slash),
+                   [](char c) { return c >= '0' && c <= '9'; })) {
+    return std::nullopt;
+  }
+  if (rest) *rest = name.substr(slash + 1);
+  return std::stoi(name.substr(1, slash - 1));
+}
+
+// `g` with each update's gradient contributions summed micro-batch by micro-batch into a running
+// total ("m<k>/<param>.grad_acc", on the parameter's device), as frameworks accumulate gradients
+// in place: a micro-batch's contributions are freed once added, instead of all M micro-batches'
+// waiting for the update. AppendBackwardAndUpdate appends the updates last, so every other op
+// keeps its id.
+Graph AccumulateGradients(const Graph& g) {
+  Graph out;
+  for (const Tensor& t : g.tensors()) out.AddTensor(t);
+  std::vector<OpId> updates;
+  for (OpId id = 0; id < g.num_ops(); ++id) {
+    if (g.op(id).phase == Phase::kUpdate) {
+      updates.push_back(id);
+    } else {
+      out.AddOp(g.op(id));
+    }
+  }
+  for (OpId id : updates) {
+    Op update = g.op(id);
+    const Tensor param = g.tensor(update.inputs[0]);
+    std::map<int, std::vector<TensorId>> by_micro_batch;
+    for (size_t i = 1; i < update.inputs.size(); ++i) {
+      const OpId producer = g.tensor(update.inputs[i]).producer;
+      by_micro_batch[ParseMicroBatch(g.op(producer).name).value_or(0)].push_back(update.inputs[i]);
+    }
+    std::optional<TensorId> total;
+    for (auto& [k, grads] : by_micro_batch) {
+      if (total) grads.insert(grads.begin(), *total);
+      if (grads.size() == 1) {
+        total = grads[0];
+        continue;
+      }
+      const std::string name = MicroBatchName(k, param.name + ".grad_acc");
+      const TensorId sum =
+          out.AddTensor({.name = name, .shape = param.shape, .kind = TensorKind::kGradient});
+      out.AddOp({.name = name,
+                 .type = op_types::kAddN,
+                 .phase = Phase::kBackward,
+                 .inputs = grads,
+                 .outputs = {sum},
+                 .forward_op = update.forward_op});
+      total = sum;
+    }
+    update.inputs = {update.inputs[0], *total};
+    out.AddOp(std::move(update));
+  }
+  return out;
+}
+
+}  // namespace
 
 MicroBatchedGraph BuildMicroBatched(const ForwardBuilder& build_forward, int64_t batch,
                                     int micro_batches, double learning_rate) {
@@ -55,25 +121,10 @@ MicroBatchedGraph BuildMicroBatched(const ForwardBuilder& build_forward, int64_t
     }
   }
   AppendBackwardAndUpdate(g, learning_rate);
-  g.Validate();
+  result.graph = AccumulateGradients(g);
+  result.graph.Validate();
   return result;
 }
-
-namespace {
-
-// k for a name "m<k>/...", else nullopt; `rest` gets what follows the slash.
-std::optional<int> ParseMicroBatch(const std::string& name, std::string* rest = nullptr) {
-  const size_t slash = name.find('/');
-  if (name.size() < 3 || name[0] != 'm' || slash == std::string::npos || slash < 2 ||
-      !std::all_of(name.begin() + 1, name.begin() + static_cast<std::ptrdiff_t>(slash),
-                   [](char c) { return c >= '0' && c <= '9'; })) {
-    return std::nullopt;
-  }
-  if (rest) *rest = name.substr(slash + 1);
-  return std::stoi(name.substr(1, slash - 1));
-}
-
-}  // namespace
 
 std::optional<int> MicroBatchOfName(const std::string& name) { return ParseMicroBatch(name); }
 
@@ -82,8 +133,9 @@ std::vector<int> MicroBatchOfOps(const Graph& graph) {
   for (OpId id = 0; id < graph.num_ops(); ++id) {
     const Op& op = graph.op(id);
     if (op.phase == Phase::kUpdate) continue;
-    const OpId anchor = op.phase == Phase::kForward ? id : op.forward_op;
-    std::optional<int> k = ParseMicroBatch(graph.op(anchor).name);
+    // Its own name (forward and backward ops, gradient sums), else its forward op's.
+    std::optional<int> k = ParseMicroBatch(op.name);
+    if (!k && op.forward_op != kNoOp) k = ParseMicroBatch(graph.op(op.forward_op).name);
     if (!k) {
       throw GraphError(fmt::format(
           "op '{}' belongs to no micro-batch (m<k>/<op>): the graph is not micro-batched",

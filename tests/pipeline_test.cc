@@ -153,7 +153,10 @@ Pipelined TwoStageLeNet(int micro_batches) {
   return p;
 }
 
-bool IsBackward(const std::string& op) { return op.find(".backward") != std::string::npos; }
+// Backward-phase ops: the backward ops, and the sums that accumulate each micro-batch's gradients.
+bool IsBackward(const std::string& op) {
+  return op.find(".backward") != std::string::npos || op.find(".grad_acc") != std::string::npos;
+}
 int MicroBatchOf(const std::string& op) { return std::stoi(op.substr(1, op.find('/') - 1)); }
 
 TEST(PipelineScheduleTest, GPipeRunsEveryForwardOfADeviceBeforeItsFirstBackward) {
