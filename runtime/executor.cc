@@ -124,7 +124,9 @@ TensorMap SyntheticBatch(const graph::Graph& graph, uint64_t seed) {
 // minibatch) and is made available on each other device that consumes it by an explicit copy,
 // pushed by the home device's worker right after it exists. An op becomes ready on its device
 // when all its inputs are available there; each device's worker runs its ready ops, earliest in
-// topological order first. The same path serves every placement, one device included.
+// topological order first, or, for a pipelined placement (micro_batches > 1), in its schedule's
+// order, holding back what the schedule holds back (graph/pipeline.h). The same path serves every
+// placement, one device included.
 struct Executor::Impl {
   static constexpr int kHost = -1;
 
