@@ -96,8 +96,9 @@ MicroBatchedGraph BuildMicroBatched(const ForwardBuilder& build_forward, int64_t
   result.micro_batches = micro_batches;
   result.micro_batch_size = batch / micro_batches;
   Graph& g = result.graph;
+  // Every micro-batch has the same rows: one build (an ONNX model is loaded once), M copies.
+  const Graph part = build_forward(result.micro_batch_size, batch);
   for (int k = 0; k < micro_batches; ++k) {
-    Graph part = build_forward(result.micro_batch_size, batch);
     std::vector<TensorId> remap(static_cast<size_t>(part.num_tensors()));
     for (TensorId t = 0; t < part.num_tensors(); ++t) {
       Tensor copy = part.tensor(t);
