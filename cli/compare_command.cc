@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "cli/model_factory.h"
+#include "cli/pipeline_row.h"
 #include "cli/report_pictures.h"
 #include "cli/search_setup.h"
 #include "placer/report.h"
@@ -168,6 +169,17 @@ int RunCompareCommand(const Commands& c) {
   for (size_t i = 0; i < first_answer; ++i) {
     report.rows.push_back(RowOf(pending[i], slot[i] ? &judged[*slot[i]] : nullptr, *setup));
   }
+  std::optional<search::PlacementPicture> pipeline_picture;
+  // The pipeline baseline runs micro-batched graphs, which the candidates of the search's action
+  // space are not: it is simulated on its own, so only a simulated comparison has its row.
+  if (setup->measured) {
+    std::cout << "note: the pipeline baseline is simulated only; no row under a measured judge\n";
+  } else {
+    PipelineRow pipeline = PipelineRowFor(*setup, config.output.directory);
+    for (const std::string& line : pipeline.log) std::cout << line << '\n';
+    report.rows.push_back(std::move(pipeline.row));
+    if (pipeline.picture) pipeline_picture = std::move(pipeline.picture);
+  }
   Pending learned_row{Kind::kLearned,
                       learned.found_valid ? "learned" : "learned (no valid placement found)",
                       std::nullopt,
@@ -202,6 +214,8 @@ int RunCompareCommand(const Commands& c) {
                                         *pending[*best_baseline].candidate, config.output.directory,
                                         "trace_best_baseline"));
   }
+
+  if (pipeline_picture) report.pictures.push_back(std::move(*pipeline_picture));
 
   std::cout << '\n' << search::ReportTable(report);
   graph::WriteFileAtomically(config.output.directory / "report.md", search::ReportMarkdown(report));

@@ -83,7 +83,8 @@ DataParallelGraph BuildDataParallel(const ForwardBuilder& build_forward, int64_t
     return others;
   });
   g.Validate();
-  result.placement = Placement{devices, std::vector<int>(static_cast<size_t>(g.num_ops()), -1)};
+  result.placement = Placement{
+      .devices = devices, .device_of_op = std::vector<int>(static_cast<size_t>(g.num_ops()), -1)};
   for (OpId id : g.OpsInPhase(Phase::kForward)) {
     const std::string& name = g.op(id).name;
     result.placement.device_of_op[static_cast<size_t>(id)] =

@@ -19,8 +19,8 @@
 namespace placer::graph {
 
 Placement Placement::AllOn(const Graph& graph, std::vector<std::string> devices, int device) {
-  Placement placement{std::move(devices),
-                      std::vector<int>(static_cast<size_t>(graph.num_ops()), -1)};
+  Placement placement{.devices = std::move(devices),
+                      .device_of_op = std::vector<int>(static_cast<size_t>(graph.num_ops()), -1)};
   for (OpId id : graph.OpsInPhase(Phase::kForward)) {
     placement.device_of_op[static_cast<size_t>(id)] = device;
   }

@@ -11,9 +11,18 @@
 
 namespace placer::graph {
 
+// How the micro-batches of a pipelined step are ordered on each device (graph/pipeline.h):
+// GPipe runs every forward, then every backward; 1F1B (PipeDream-flush) admits at most
+// (stages - stage) micro-batches before their backward, alternating forward and backward.
+enum class PipelineSchedule { kGPipe, kOneFOneB };
+
 struct Placement {
   std::vector<std::string> devices;  // device names, e.g. {"cpu:0", "cpu:1"}
   std::vector<int> device_of_op;     // per op id of the graph; -1 for non-forward ops
+  // Micro-batches per step (graph/micro_batches.h builds the graph that runs them): above 1, the
+  // graph must be micro-batched with that count and ops run in `schedule`'s order.
+  int micro_batches = 1;
+  PipelineSchedule schedule = PipelineSchedule::kGPipe;
 
   // Every forward op on device `device`.
   static Placement AllOn(const Graph& graph, std::vector<std::string> devices, int device);

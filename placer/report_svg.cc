@@ -6,7 +6,10 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <optional>
 #include <sstream>
+
+#include "graph/micro_batches.h"
 
 namespace placer::search {
 namespace {
@@ -136,12 +139,23 @@ std::string ScheduleSvg(const PlacementPicture& p) {
                                      ? b.first
                                      : fmt::format("{} {}: {} ... {}", b.count,
                                                    transfer ? "copies" : "ops", b.first, b.last);
+        // A pipelined step's micro-batches alternate in shade and carry their number, so that
+        // each stage's micro-batches and the bubble between them show.
+        const int micro_batch =
+            transfer ? -1 : graph::MicroBatchOfName(b.first).value_or(-1);  // -1: none
+        std::string shade = transfer ? R"( fill-opacity="0.7")" : "";
+        if (micro_batch % 2 == 1) shade = R"( fill-opacity="0.55")";
         svg << fmt::format(R"(<rect x="{:.2f}" y="{}" width="{:.2f}" height="{}" fill="{}"{}>)"
                            R"(<title>{}: {} to {}</title></rect>)",
                            b.x0, y + (transfer ? 3 : 0), std::max(b.x1 - b.x0, 0.6),
-                           lane_height - (transfer ? 6 : 0), colour,
-                           transfer ? R"( fill-opacity="0.7")" : "", EscapeXml(what),
+                           lane_height - (transfer ? 6 : 0), colour, shade, EscapeXml(what),
                            Time(b.start_us), Time(b.end_us));
+        if (micro_batch >= 0 && b.x1 - b.x0 >= 12 &&
+            graph::MicroBatchOfName(b.last).value_or(-1) == micro_batch) {
+          svg << fmt::format(
+              R"(<text x="{:.2f}" y="{}" text-anchor="middle" fill="#fff" font-size="9">{}</text>)",
+              0.5 * (b.x0 + b.x1), y + lane_height - 4, micro_batch);
+        }
       }
     }
     y += lane_height + gap;

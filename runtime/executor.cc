@@ -15,7 +15,8 @@
 #include <condition_variable>
 #include <limits>
 #include <mutex>
-#include <queue>
+#include <optional>
+#include <set>
 #include <thread>
 
 #ifdef PLACER_WITH_CUDA
@@ -26,6 +27,7 @@
 #endif
 
 #include "graph/ops.h"
+#include "graph/pipeline.h"
 #include "runtime/kernels.h"
 
 namespace placer::runtime {
@@ -122,7 +124,9 @@ TensorMap SyntheticBatch(const graph::Graph& graph, uint64_t seed) {
 // minibatch) and is made available on each other device that consumes it by an explicit copy,
 // pushed by the home device's worker right after it exists. An op becomes ready on its device
 // when all its inputs are available there; each device's worker runs its ready ops, earliest in
-// topological order first. The same path serves every placement, one device included.
+// topological order first, or, for a pipelined placement (micro_batches > 1), in its schedule's
+// order, holding back what the schedule holds back (graph/pipeline.h). The same path serves every
+// placement, one device included.
 struct Executor::Impl {
   static constexpr int kHost = graph::kHostDevice;
 
@@ -137,6 +141,10 @@ struct Executor::Impl {
   // Static plan.
   std::vector<int> op_device;
   std::vector<int> topo_rank;
+  // Which ready op a device runs first: topological rank, or the pipeline schedule's priority
+  // (graph/pipeline.h), which may also hold ops back.
+  std::vector<int> priority;
+  std::optional<graph::PipelineOrder> pipeline;
   std::vector<int> home;                              // per tensor: device, or kHost
   std::vector<std::vector<int>> remote;               // per tensor: other devices consuming it
   std::vector<std::vector<std::vector<OpId>>> users;  // [tensor][device]: distinct consumers
@@ -161,8 +169,8 @@ struct Executor::Impl {
   struct DeviceQueue {
     std::mutex mutex;
     std::condition_variable wake;
-    std::priority_queue<std::pair<int, OpId>, std::vector<std::pair<int, OpId>>, std::greater<>>
-        ready;
+    std::set<std::pair<int, OpId>> ready;              // (priority, op)
+    graph::PipelineOrder::DeviceState pipeline_state;  // this device's worker's only
     std::vector<TensorId> loads;  // feeds this device reads, fetched at step start
     std::vector<OpId> sources;    // ops without inputs (constants): ready at step start
   };
@@ -222,6 +230,11 @@ struct Executor::Impl {
     topo_rank.assign(order.size(), 0);
     for (size_t i = 0; i < order.size(); ++i)
       topo_rank[static_cast<size_t>(order[i])] = static_cast<int>(i);
+    priority = topo_rank;
+    if (placement.micro_batches > 1) {
+      pipeline.emplace(graph, placement, op_device);
+      priority = pipeline->priority();
+    }
 
     std::vector<bool> runs(static_cast<size_t>(graph.num_ops()), true);
     if (options.forward_only) {
@@ -386,7 +399,7 @@ struct Executor::Impl {
         DeviceQueue& q = *queues[static_cast<size_t>(device)];
         {
           std::lock_guard lock(q.mutex);
-          q.ready.emplace(topo_rank[static_cast<size_t>(consumer)], consumer);
+          q.ready.emplace(priority[static_cast<size_t>(consumer)], consumer);
         }
         q.wake.notify_one();
       }
@@ -625,12 +638,21 @@ struct Executor::Impl {
     }
   }
 
+  // The first ready op of `device` the schedule lets start (under q.mutex), or kNoOp.
+  OpId NextToRun(int device, const DeviceQueue& q) const {
+    for (const auto& [rank, id] : q.ready) {
+      if (!pipeline || pipeline->MayStart(q.pipeline_state, device, id)) return id;
+    }
+    return graph::kNoOp;
+  }
+
   void RunDeviceStep(int device) {
 #ifdef PLACER_WITH_CUDA
     std::optional<c10::cuda::CUDAStreamGuard> stream_guard;
     if (IsCuda(device)) stream_guard.emplace(*streams[static_cast<size_t>(device)]);
 #endif
     DeviceQueue& q = *queues[static_cast<size_t>(device)];
+    if (pipeline) q.pipeline_state = pipeline->Start(device);
     double busy_seconds = 0;
 #ifdef PLACER_WITH_CUDA
     // A GPU's ops return once launched, so the host's clock times the launches only: its ops are
@@ -668,17 +690,21 @@ struct Executor::Impl {
       }
       {
         std::lock_guard lock(q.mutex);
-        for (OpId id : q.sources) q.ready.emplace(topo_rank[static_cast<size_t>(id)], id);
+        for (OpId id : q.sources) q.ready.emplace(priority[static_cast<size_t>(id)], id);
       }
       while (true) {
-        OpId id;
+        OpId id = graph::kNoOp;
         {
           std::unique_lock lock(q.mutex);
-          q.wake.wait(lock, [&] { return !q.ready.empty() || abort || completed == ops_to_run; });
-          if (abort || (q.ready.empty() && completed == ops_to_run)) break;
-          id = q.ready.top().second;
-          q.ready.pop();
+          q.wake.wait(lock, [&] {
+            if (abort) return true;
+            id = NextToRun(device, q);
+            return id != graph::kNoOp || (q.ready.empty() && completed == ops_to_run);
+          });
+          if (abort || id == graph::kNoOp) break;
+          q.ready.erase({priority[static_cast<size_t>(id)], id});
         }
+        if (pipeline) pipeline->Started(q.pipeline_state, id);
         auto begin = Clock::now();
 #ifdef PLACER_WITH_CUDA
         std::unique_ptr<at::cuda::CUDAEvent> op_start;
@@ -690,6 +716,7 @@ struct Executor::Impl {
         running[static_cast<size_t>(device)] = id;
         RunOp(id, device);
         running[static_cast<size_t>(device)] = graph::kNoOp;
+        if (pipeline) pipeline->Finished(q.pipeline_state, id);
         auto end = Clock::now();
         busy_seconds += Seconds(begin, end);
         if (options.record_trace) {

@@ -19,6 +19,7 @@
 #include "graph/models.h"
 #include "graph/ops.h"
 #include "graph/placement.h"
+#include "placer/baselines/pipeline.h"
 #include "placer/baselines/task_graph.h"
 #include "runtime/sim/cost_model.h"
 #include "runtime/sim/simulator.h"
@@ -382,6 +383,31 @@ TEST(MSctTest, TheFavouriteChildRuleBeatsEarliestTaskFirst) {
 // Memory: m-TOPO, the memory-aware schedulers, and over-memory inputs. In the chain every group
 // writes 16 bytes; a also reads the 16-byte minibatch, and a group reading its input from the other
 // device holds a 16-byte copy.
+
+// The pipeline's stages: contiguous runs of the chain a -> b -> c -> d, the slowest stage (its ops
+// plus sending across its cut, 0.1 s each way on the cheap link) as fast as it can be.
+TEST(PipelineStagesTest, TheChainIsCutWhereTheSlowestStageIsFastest) {
+  const TestProblem even = MakeProblem(Chain(), Cpus(2), {}, kCheapLink);
+  StagePartition two = PartitionIntoStages(even.graph, even.devices, *even.costs);
+  EXPECT_THAT(two.stage_end, ElementsAre(2, 4));  // 2 + 0.2 | 2, not 1 + 0.2 | 3
+  EXPECT_DOUBLE_EQ(two.bottleneck_seconds, 2.2);
+  StagePartition three = PartitionIntoStages(even.graph, Cpus(3), *even.costs);
+  EXPECT_THAT(three.stage_end, ElementsAre(1, 2, 4));  // 1.2 | 1.2 | 2
+  EXPECT_DOUBLE_EQ(three.bottleneck_seconds, 2.0);
+
+  const TestProblem heavy_first = MakeProblem(Chain(), Cpus(2), {{"a", 3}}, kCheapLink);
+  StagePartition alone =
+      PartitionIntoStages(heavy_first.graph, heavy_first.devices, *heavy_first.costs);
+  EXPECT_THAT(alone.stage_end, ElementsAre(1, 4));  // 3.2 | 3
+  EXPECT_EQ(alone.placement.device_of_op[static_cast<size_t>(*heavy_first.graph.FindOp("b"))], 1);
+}
+
+TEST(PipelineStagesTest, AnExpensiveLinkKeepsEveryOpInTheFirstStage) {
+  const TestProblem t = MakeProblem(Chain(), Cpus(3), {}, kExpensiveLink);
+  StagePartition stages = PartitionIntoStages(t.graph, t.devices, *t.costs);
+  EXPECT_THAT(stages.stage_end, ElementsAre(4, 4, 4));
+  EXPECT_DOUBLE_EQ(stages.bottleneck_seconds, 4.0);
+}
 
 TEST(MTopoTest, FillsEachDeviceUpToItsCapacityInTopologicalOrder) {
   const TestProblem t = MakeProblem(Chain(), Cpus(2, 48), {}, kCheapLink);

@@ -67,6 +67,20 @@ TEST(ReportSvgTest, ScheduleHasALanePerDeviceThenPerChannelAndMergesNeighbours) 
   EXPECT_THAT(svg, HasSubstr(">1.00 ms</text>"));
 }
 
+// A pipelined step: each stage's micro-batches alternate in shade and carry their number.
+TEST(ReportSvgTest, MicroBatchesAlternateInShadeAndAreNumbered) {
+  PlacementPicture p{.method = "pipeline", .devices = {"cpu:0", "cpu:1"}, .step_seconds = 1e-3};
+  p.schedule = {
+      {.lane = "cpu:0", .name = "m0/conv1", .start_us = 0, .duration_us = 200},
+      {.lane = "cpu:0", .name = "m1/conv1", .start_us = 300, .duration_us = 200},
+      {.lane = "cpu:1", .name = "m0/fc1", .start_us = 250, .duration_us = 200},
+  };
+  const std::string svg = ScheduleSvg(p);
+  EXPECT_EQ(Count(svg, R"(fill-opacity="0.55")"), 1);  // micro-batch 1 only
+  EXPECT_EQ(Count(svg, R"(font-size="9">0</text>)"), 2);
+  EXPECT_EQ(Count(svg, R"(font-size="9">1</text>)"), 1);
+}
+
 TEST(ReportSvgTest, StripColoursEveryGroupByItsDevicesAndLabelsRuns) {
   const std::string svg = LayerStripSvg(TwoDevices());
   EXPECT_THAT(svg, HasSubstr(R"(aria-label="learned: device of every group")"));

@@ -7,9 +7,11 @@
 #include <array>
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 #include <unordered_map>
 
+#include "graph/pipeline.h"
 #include "graph/training_step.h"
 
 namespace placer::sim {
@@ -78,7 +80,14 @@ struct Simulator::Workspace {
   std::vector<int> home;       // per tensor: device, or kHost
   std::vector<int> pending;    // per op: distinct inputs not yet available on its device
   std::vector<int> uses_left;  // [tensor * devices + device]: readers there that have not run
-  std::vector<std::vector<int>> ready;  // per device: min-heap of topological ranks
+  std::vector<std::vector<int>> ready;  // per device: min-heap of keys (topological ranks)
+  // A pipelined placement orders and holds back ready ops by graph/pipeline.h's rules: keys are
+  // its priorities then, and each device keeps its schedule state.
+  std::optional<graph::PipelineOrder> pipeline;
+  std::vector<graph::PipelineOrder::DeviceState> pipeline_state;  // per device
+  std::vector<OpId> op_of_key;
+  const std::vector<int>* key = nullptr;     // per op
+  const std::vector<OpId>* op_of = nullptr;  // per key
   // Per device: copies it issues itself (served first: the executor does them inline, right after
   // the op or at the step's start) and copies other workers enqueue on its stream.
   std::vector<CopyQueue> own_copies, incoming_copies;
@@ -304,7 +313,7 @@ void Simulator::Publish(Workspace& w, TensorId t, int device) const {
     ++readers;
     if (--w.pending[consumer] == 0) {
       std::vector<int>& heap = w.ready[device];
-      heap.push_back(rank_[consumer]);
+      heap.push_back((*w.key)[consumer]);
       std::push_heap(heap.begin(), heap.end(), std::greater<>());
     }
   }
@@ -350,12 +359,10 @@ void Simulator::StartNext(Workspace& w, int device, double now) const {
     run.copy = !w.own_copies[device].empty() ? w.own_copies[device].Pop()
                                              : w.incoming_copies[device].Pop();
     run.duration = TransferSeconds(run.copy.tensor, run.copy.from, run.copy.to);
-  } else if (!w.ready[device].empty()) {
-    std::vector<int>& heap = w.ready[device];
-    std::pop_heap(heap.begin(), heap.end(), std::greater<>());
+  } else if (const OpId op = PopReady(w, device); op != kNoOp) {
     run.is_copy = false;
-    run.op = order_[heap.back()];
-    heap.pop_back();
+    run.op = op;
+    if (w.pipeline) w.pipeline->Started(w.pipeline_state[device], op);
     run.duration = OpSeconds(run.op, device) + ReceiveSeconds(w, run.op, device);
   } else {
     return;
@@ -369,6 +376,31 @@ void Simulator::StartNext(Workspace& w, int device, double now) const {
   } else {
     ScheduleEnd(w, device, now + run.duration);
   }
+}
+
+OpId Simulator::PopReady(Workspace& w, int device) const {
+  std::vector<int>& heap = w.ready[device];
+  if (heap.empty()) return kNoOp;
+  if (!w.pipeline) {
+    std::pop_heap(heap.begin(), heap.end(), std::greater<>());
+    const OpId op = (*w.op_of)[heap.back()];
+    heap.pop_back();
+    return op;
+  }
+  // The first ready op by priority that the schedule lets start (few are ever held back).
+  size_t best = heap.size();
+  for (size_t i = 0; i < heap.size(); ++i) {
+    if ((best == heap.size() || heap[i] < heap[best]) &&
+        w.pipeline->MayStart(w.pipeline_state[device], device, (*w.op_of)[heap[i]])) {
+      best = i;
+    }
+  }
+  if (best == heap.size()) return kNoOp;
+  const OpId op = (*w.op_of)[heap[best]];
+  heap[best] = heap.back();
+  heap.pop_back();
+  std::make_heap(heap.begin(), heap.end(), std::greater<>());
+  return op;
 }
 
 void Simulator::ScheduleEnd(Workspace& w, int device, double time) const {
@@ -405,6 +437,7 @@ void Simulator::Finish(Workspace& w, int device, double now) const {
   if (!run.is_copy) {
     const OpId op = run.op;
     ++w.ops_done;
+    if (w.pipeline) w.pipeline->Finished(w.pipeline_state[device], op);
     w.result.busy_seconds[device] += run.duration;
     w.job_start[device] = run.start;
     // The executor pushes each output's copies, then publishes it locally; this worker is busy
@@ -465,6 +498,16 @@ SimulationResult Simulator::Simulate(const graph::Placement& placement, bool rec
     if (device < 0 || device >= num_devices_) ThrowUnplaced(graph_, placement);
     w.device_of[id] = device;
   }
+  w.key = &rank_;
+  w.op_of = &order_;
+  if (placement.micro_batches > 1) {
+    w.pipeline.emplace(graph_, placement, w.device_of);
+    w.key = &w.pipeline->priority();
+    w.op_of_key.resize(static_cast<size_t>(num_ops_));
+    for (OpId id = 0; id < num_ops_; ++id) w.op_of_key[(*w.key)[id]] = id;
+    w.op_of = &w.op_of_key;
+    for (int d = 0; d < num_devices_; ++d) w.pipeline_state.push_back(w.pipeline->Start(d));
+  }
   w.home = graph::HomeDevices(graph_, w.device_of);
   std::vector<int64_t> parameter_bytes(num_devices, 0);
   for (TensorId t : parameters_) parameter_bytes[w.home[t]] += bytes_[t];
@@ -486,7 +529,7 @@ SimulationResult Simulator::Simulate(const graph::Placement& placement, bool rec
   // Step start, worker by worker: the minibatch each device reads, then the parameters it owns.
   // (No op type reads nothing; should a hand-made one, it is ready from the start.)
   for (OpId id = 0; id < num_ops_; ++id) {
-    if (num_inputs_[id] == 0) w.ready[w.device_of[id]].push_back(rank_[id]);
+    if (num_inputs_[id] == 0) w.ready[w.device_of[id]].push_back((*w.key)[id]);
   }
   for (auto& heap : w.ready) std::make_heap(heap.begin(), heap.end(), std::greater<>());
   for (int d = 0; d < num_devices_; ++d) {

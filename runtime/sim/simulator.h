@@ -41,6 +41,8 @@
 //   were scheduled; then idle devices pick, by index), where the executor's threads race; so the
 //   simulation is deterministic.
 // - An op without inputs (a Constant) is ready at the start, as in the executor.
+// - A pipelined placement (micro_batches > 1) orders and holds back ready ops by the schedule's
+//   rules (graph/pipeline.h), as the executor's workers do.
 // - Devices of one kind slow each other down (CostModel::ContentionFactor): whatever a device
 //   does progresses at 1 / factor(k) of its speed alone while k devices of its kind, itself
 //   included, are busy, so a task's time depends on what overlaps it, moment by moment. Whenever
@@ -146,6 +148,8 @@ class Simulator {
   void Allocate(Workspace& w, int device, int64_t bytes) const;
   double ReceiveSeconds(const Workspace& w, graph::OpId op, int device) const;
   void StartNext(Workspace& w, int device, double now) const;
+  // The ready op `device` runs next (removed from its queue), or kNoOp.
+  graph::OpId PopReady(Workspace& w, int device) const;
   void Finish(Workspace& w, int device, double now) const;
   void ScheduleEnd(Workspace& w, int device, double time) const;
   void Retime(Workspace& w, double now) const;

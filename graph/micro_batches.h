@@ -1,0 +1,52 @@
+// Micro-batches as a graph, as GPipe and PipeDream run them: the minibatch is cut into M equal
+// micro-batches, every forward op (and so its backward op) runs once per micro-batch on its rows,
+// all of them reading the same parameters; each parameter's update adds up the gradients of every
+// micro-batch and runs once. One step then computes the plain step's update. The executor and the
+// simulator run such a graph like any other; the placement's schedule orders its micro-batches
+// (graph/pipeline.h).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "graph/data_parallel.h"
+#include "graph/ir.h"
+#include "graph/placement.h"
+
+namespace placer::graph {
+
+struct MicroBatchedGraph {
+  Graph graph;  // micro-batch k's ops, inputs and labels are named "m<k>/<name>"; parameters keep
+                // their names and are shared by every micro-batch
+  int micro_batches = 1;
+  int64_t micro_batch_size = 0;
+};
+
+// Builds the training step of `batch` rows as `micro_batches` micro-batches of batch / M rows,
+// each loss normalised by the whole batch (so that the losses and gradients add up to the plain
+// step's). Throws GraphError naming `micro_batches` when it is below 1 or does not divide `batch`.
+MicroBatchedGraph BuildMicroBatched(const ForwardBuilder& build_forward, int64_t batch,
+                                    int micro_batches, double learning_rate);
+
+// Name of micro-batch k's copy of `name`.
+std::string MicroBatchName(int micro_batch, const std::string& name);
+
+// k for a name "m<k>/<rest>" (an op or tensor of micro-batch k), else nullopt.
+std::optional<int> MicroBatchOfName(const std::string& name);
+
+// The micro-batch each op of `graph` belongs to: a forward op named "m<k>/...", its backward op;
+// -1 for the updates, which run once. Throws GraphError naming an op outside any micro-batch.
+std::vector<int> MicroBatchOfOps(const Graph& graph);
+
+// The placement of a micro-batched graph that runs every micro-batch's copy of op X on the device
+// `base_placement` gives X in `base` (the same model, not micro-batched), with M and `schedule`.
+// Throws GraphError naming a forward op with no counterpart in `base`.
+Placement PlaceMicroBatches(const MicroBatchedGraph& micro_batched, const Graph& base,
+                            const Placement& base_placement, PipelineSchedule schedule);
+
+// "gpipe" or "1f1b"; ParsePipelineSchedule throws GraphError listing both for anything else.
+const char* ToString(PipelineSchedule schedule);
+PipelineSchedule ParsePipelineSchedule(const std::string& name);
+
+}  // namespace placer::graph

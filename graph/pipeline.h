@@ -1,0 +1,74 @@
+// The order a pipelined step runs in: which ready op a device runs first and which it must hold
+// back, for a micro-batched graph (graph/micro_batches.h) under a placement with M > 1. The
+// executor's workers and the simulator's devices follow these same rules, so that the simulator
+// predicts the schedule (and its stashed activations) the executor runs.
+//
+// Stages: the devices that run forward ops, ordered by the earliest of their ops in topological
+// order (a contiguous split gives the usual stage numbers; a non-contiguous one, the order in which
+// micro-batch 0 first reaches each device).
+// - GPipe: a device runs forwards before backwards (earlier micro-batch first), and no backward
+//   before all its forwards of every micro-batch are done: all M micro-batches' activations are
+//   stashed at the turn.
+// - 1F1B (PipeDream-flush): a device runs backwards before forwards (earlier micro-batch first)
+//   and admits micro-batches in order, at most (stages - stage) of them at once: a micro-batch is
+//   admitted when its first forward op starts on the device and leaves when its last backward op
+//   there ends. So after the warm-up, forward and backward alternate and at most (stages - stage)
+//   micro-batches' activations are stashed.
+// A backward op never starts before its own forward op has run (the loss's backward reads only
+// the loss's inputs, so a backward-first order could otherwise pick it first). Update ops run last.
+// Deadlock-free: under both rules the oldest unfinished micro-batch can always be admitted
+// everywhere (1F1B) or all forwards finish first (GPipe).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "graph/ir.h"
+#include "graph/placement.h"
+
+namespace placer::graph {
+
+class PipelineOrder {
+ public:
+  // `device_of_op` from ExpandPlacement; `placement.micro_batches` must be above 1 and the graph
+  // micro-batched (MicroBatchOfOps throws otherwise).
+  PipelineOrder(const Graph& graph, const Placement& placement,
+                const std::vector<int>& device_of_op);
+
+  // Per op: lower runs first among the ready ops of a device.
+  const std::vector<int>& priority() const { return priority_; }
+  int stages() const { return stages_; }
+  // Per device: its stage (0 first), or -1 for a device without forward ops.
+  const std::vector<int>& stage_of_device() const { return stage_of_device_; }
+  const std::vector<int>& micro_batch_of_op() const { return micro_batch_; }
+
+  // What one device has done so far in a step; touched only by that device's worker.
+  struct DeviceState {
+    int next_to_admit = 0;              // 1F1B: micro-batches admitted so far
+    std::vector<int> backward_left;     // per micro-batch: its backward ops still to run here
+    int forwards_left = 0;              // forward ops still to run here
+    std::vector<uint8_t> forward_done;  // per op: a forward op of this device that has run
+  };
+  DeviceState Start(int device) const;
+  // Whether `op` (ready, on `device`) may start now.
+  bool MayStart(const DeviceState& state, int device, OpId op) const;
+  void Started(DeviceState& state, OpId op) const;
+  void Finished(DeviceState& state, OpId op) const;
+
+ private:
+  bool IsForward(OpId op) const { return phase_[static_cast<size_t>(op)] == Phase::kForward; }
+
+  PipelineSchedule schedule_;
+  int micro_batches_;
+  int stages_ = 0;
+  std::vector<int> priority_;
+  std::vector<int> micro_batch_;
+  std::vector<Phase> phase_;
+  std::vector<OpId> forward_op_;  // per op: the forward op a backward op belongs with
+  std::vector<int> stage_of_device_;
+  std::vector<int> in_flight_limit_;            // per device (1F1B)
+  std::vector<std::vector<int>> backward_ops_;  // [device][micro-batch]
+  std::vector<int> forward_ops_;                // per device
+};
+
+}  // namespace placer::graph

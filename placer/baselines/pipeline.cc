@@ -1,0 +1,134 @@
+#include "placer/baselines/pipeline.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+
+#include "graph/micro_batches.h"
+#include "runtime/sim/simulator.h"
+
+namespace placer::baselines {
+
+using graph::OpId;
+using graph::Phase;
+using graph::TensorId;
+
+StagePartition PartitionIntoStages(const graph::Graph& graph, const runtime::DeviceSet& devices,
+                                   const sim::CostModel& costs) {
+  if (devices.empty()) throw std::invalid_argument("a pipeline needs at least one device");
+  std::vector<OpId> forward;
+  for (OpId id : graph.TopologicalOrder()) {
+    if (graph.op(id).phase == Phase::kForward) forward.push_back(id);
+  }
+  const size_t n = forward.size();
+  const size_t stages = devices.size();
+  std::vector<int> position(static_cast<size_t>(graph.num_ops()), -1);
+  for (size_t i = 0; i < n; ++i) position[static_cast<size_t>(forward[i])] = static_cast<int>(i);
+  std::vector<OpId> backward_of(static_cast<size_t>(graph.num_ops()), graph::kNoOp);
+  for (OpId id = 0; id < graph.num_ops(); ++id) {
+    if (graph.op(id).phase == Phase::kBackward && graph.op(id).forward_op != graph::kNoOp) {
+      backward_of[static_cast<size_t>(graph.op(id).forward_op)] = id;
+    }
+  }
+  // work[s][i]: forward and backward time of the first i forward ops on device s (prefix sums).
+  std::vector<std::vector<double>> work(stages, std::vector<double>(n + 1, 0));
+  for (size_t s = 0; s < stages; ++s) {
+    for (size_t i = 0; i < n; ++i) {
+      double seconds = costs.OpSeconds(graph, forward[i], devices[s]);
+      const OpId backward = backward_of[static_cast<size_t>(forward[i])];
+      if (backward != graph::kNoOp) seconds += costs.OpSeconds(graph, backward, devices[s]);
+      work[s][i + 1] = work[s][i] + seconds;
+    }
+  }
+  // cut_bytes[i]: activations produced by the first i forward ops and read after them.
+  std::vector<int64_t> cut_bytes(n + 1, 0);
+  for (TensorId t = 0; t < graph.num_tensors(); ++t) {
+    const graph::Tensor& tensor = graph.tensor(t);
+    if (tensor.producer == graph::kNoOp) continue;
+    const int from = position[static_cast<size_t>(tensor.producer)];
+    if (from < 0) continue;
+    int last = from;
+    for (OpId consumer : tensor.consumers)
+      last = std::max(last, position[static_cast<size_t>(consumer)]);
+    for (int cut = from + 1; cut <= last; ++cut)
+      cut_bytes[static_cast<size_t>(cut)] += tensor.bytes();
+  }
+  auto stage_seconds = [&](size_t s, size_t begin, size_t end) {
+    double seconds = work[s][end] - work[s][begin];
+    if (end < n && begin < end && s + 1 < stages && cut_bytes[end] > 0) {
+      // Activations to the next stage and their gradients back.
+      seconds += 2 * costs.TransferSeconds(cut_bytes[end], &devices[s], devices[s + 1]);
+    }
+    return seconds;
+  };
+  // best[s][i]: the smallest bottleneck placing the first i ops on stages 0..s.
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  std::vector<std::vector<double>> best(stages, std::vector<double>(n + 1, kInf));
+  std::vector<std::vector<size_t>> split(stages, std::vector<size_t>(n + 1, 0));
+  for (size_t i = 0; i <= n; ++i) best[0][i] = stage_seconds(0, 0, i);
+  for (size_t s = 1; s < stages; ++s) {
+    for (size_t i = 0; i <= n; ++i) {
+      // From the longest previous stages down: on a tie, later stages stay empty.
+      for (size_t j = i + 1; j-- > 0;) {
+        const double bottleneck = std::max(best[s - 1][j], stage_seconds(s, j, i));
+        if (bottleneck < best[s][i]) {
+          best[s][i] = bottleneck;
+          split[s][i] = j;
+        }
+      }
+    }
+  }
+  StagePartition partition;
+  partition.bottleneck_seconds = best[stages - 1][n];
+  partition.stage_end.assign(stages, 0);
+  size_t end = n;
+  for (size_t s = stages; s-- > 0;) {
+    partition.stage_end[s] = static_cast<int>(end);
+    if (s > 0) end = split[s][end];
+  }
+  std::vector<std::string> names;
+  for (const runtime::Device& d : devices) names.push_back(d.name);
+  partition.placement = graph::Placement::AllOn(graph, std::move(names), 0);
+  size_t stage = 0;
+  for (size_t i = 0; i < n; ++i) {
+    while (static_cast<int>(i) >= partition.stage_end[stage]) ++stage;
+    partition.placement.device_of_op[static_cast<size_t>(forward[i])] = static_cast<int>(stage);
+  }
+  return partition;
+}
+
+PipelineBaselineResult PipelineBaseline(const graph::Graph& base,
+                                        const graph::ForwardBuilder& build_forward, int64_t batch,
+                                        double learning_rate, const runtime::DeviceSet& devices,
+                                        const sim::CostModel& costs,
+                                        const std::vector<int>& micro_batch_counts) {
+  PipelineBaselineResult outcome;
+  outcome.stages = PartitionIntoStages(base, devices, costs);
+  for (int m : micro_batch_counts) {
+    if (m < 1 || batch % m != 0) continue;
+    const graph::MicroBatchedGraph mb =
+        graph::BuildMicroBatched(build_forward, batch, m, learning_rate);
+    sim::Simulator simulator(mb.graph, devices, costs);
+    for (graph::PipelineSchedule schedule :
+         {graph::PipelineSchedule::kGPipe, graph::PipelineSchedule::kOneFOneB}) {
+      if (m == 1 && schedule != graph::PipelineSchedule::kGPipe) continue;  // the same step
+      const graph::Placement placement =
+          graph::PlaceMicroBatches(mb, base, outcome.stages.placement, schedule);
+      PipelineTrial trial{.micro_batches = m, .schedule = schedule};
+      trial.result = simulator.ToEvaluationResult(simulator.Simulate(placement));
+      outcome.trials.push_back(std::move(trial));
+      const PipelineTrial& added = outcome.trials.back();
+      if (added.result.valid &&
+          (outcome.best < 0 ||
+           added.result.step_seconds <
+               outcome.trials[static_cast<size_t>(outcome.best)].result.step_seconds)) {
+        outcome.best = static_cast<int>(outcome.trials.size()) - 1;
+      }
+    }
+  }
+  return outcome;
+}
+
+}  // namespace placer::baselines
