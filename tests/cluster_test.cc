@@ -20,13 +20,14 @@
 #include <vector>
 
 #include "cli/model_factory.h"
-#include "runtime/cluster/store.h"
-#include "runtime/cluster/worker_pool.h"
 #include "config/config.h"
 #include "graph/data_parallel.h"
+#include "runtime/cluster/store.h"
+#include "runtime/cluster/worker_pool.h"
 #include "runtime/device.h"
 #include "runtime/measured_evaluator.h"
 #include "runtime/sim/simulated_evaluator.h"
+#include "tests/placer_process.h"
 
 namespace placer {
 namespace {
@@ -56,32 +57,11 @@ class TempDir {
   fs::path path_;
 };
 
-// `placer args...` with the rendezvous in its environment, output to `log`.
-pid_t Start(const std::vector<std::string>& args, const fs::path& log,
-            const std::map<std::string, std::string>& env = {}) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    FILE* out = std::freopen(log.c_str(), "a", stdout);
-    FILE* err = std::freopen(log.c_str(), "a", stderr);
-    (void)out;
-    (void)err;
-    for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
-    std::vector<char*> argv;
-    std::string binary = PLACER_BINARY;
-    argv.push_back(binary.data());
-    std::vector<std::string> copies = args;
-    for (std::string& a : copies) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(binary.c_str(), argv.data());
-    _exit(127);
-  }
-  return pid;
-}
+using placer_test::Wait;
 
-int Wait(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+pid_t Start(const std::vector<std::string>& args, const fs::path& log,
+            std::map<std::string, std::string> env = {}) {
+  return placer_test::StartPlacer(args, log, {.env = std::move(env)});
 }
 
 // Worker `rank`'s log in `dir`.

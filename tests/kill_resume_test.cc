@@ -3,11 +3,6 @@
 // random moments (simulated evaluator, so runs are deterministic and fast).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <linux/capability.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -18,6 +13,8 @@
 #include <string>
 #include <thread>
 
+#include "tests/placer_process.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -27,52 +24,12 @@ std::string ReadFile(const fs::path& file) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-// Drops, for this process and what it executes, the capabilities that let root write where file
-// permissions forbid it: tests run as root in CI, and a read-only directory must be read-only.
-// False when the process may not drop them (no CAP_SETPCAP), and then permissions still bind it
-// unless it is root.
-bool DropPermissionOverride() {
-  return prctl(PR_CAPBSET_DROP, CAP_DAC_OVERRIDE, 0, 0, 0) == 0 &&
-         prctl(PR_CAPBSET_DROP, CAP_DAC_READ_SEARCH, 0, 0, 0) == 0;
-}
+using placer_test::DropPermissionOverride;
+using placer_test::Wait;
 
-// Starts `placer args...` with output to `log`; returns its pid. `max_file_bytes` > 0 caps the
-// size of every file the process writes (RLIMIT_FSIZE, SIGXFSZ ignored): writes beyond it fail
-// with EFBIG exactly where a full disk fails with ENOSPC. `obey_permissions` runs it bound by
-// file permissions even as root (DropPermissionOverride).
-pid_t Start(const std::vector<std::string>& args, const fs::path& log, rlim_t max_file_bytes = 0,
-            bool obey_permissions = false) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    if (obey_permissions) DropPermissionOverride();
-    if (max_file_bytes > 0) {
-      signal(SIGXFSZ, SIG_IGN);  // an ignored signal stays ignored across exec
-      rlimit limit{max_file_bytes, max_file_bytes};
-      setrlimit(RLIMIT_FSIZE, &limit);
-    }
-    // Both in append mode: with separate offsets, stdout's buffered lines would overwrite what
-    // stderr wrote meanwhile.
-    ::unlink(log.c_str());
-    FILE* out = std::freopen(log.c_str(), "a", stdout);
-    FILE* err = std::freopen(log.c_str(), "a", stderr);
-    (void)out;
-    (void)err;
-    std::vector<char*> argv;
-    std::string binary = PLACER_BINARY;
-    argv.push_back(binary.data());
-    std::vector<std::string> copies = args;
-    for (std::string& a : copies) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(binary.c_str(), argv.data());
-    _exit(127);
-  }
-  return pid;
-}
-
-int Wait(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+pid_t Start(const std::vector<std::string>& args, const fs::path& log,
+            const placer_test::ChildOptions& options = {}) {
+  return placer_test::StartPlacer(args, log, options);
 }
 
 using Clock = std::chrono::steady_clock;
@@ -204,8 +161,8 @@ TEST(FaultsTest, AFullDiskStopsTheSearchWithAClearErrorAndKeepsEveryEarlierOutpu
   // Room for the logs and the CSV, not for the checkpoint that resuming rewrites.
   const size_t room = before.at("checkpoint.pt").size() / 2;
   ASSERT_GT(room, 4 * before.at("search.csv").size());
-  const int code =
-      Wait(Start({"search", "--config", config.string(), "--resume"}, root / "full.log", room));
+  const int code = Wait(Start({"search", "--config", config.string(), "--resume"},
+                              root / "full.log", {.max_file_bytes = room}));
   const std::string log = ReadFile(root / "full.log");
   EXPECT_EQ(code, 1) << "a full disk is a failed run, not bad input: " << log;
   EXPECT_THAT(log, ::testing::AllOf(::testing::HasSubstr("cannot write"),
@@ -335,8 +292,8 @@ TEST(FaultsTest, AReadOnlyOutputDirectoryIsAClearErrorBeforeTheSearchAndLeavesIt
                            "devices: [cpu:0, cpu:1]\n"
                            "search: {evaluator: simulated, policy_steps: 3}\n"
                            "output: {directory: run}\n";
-  const int code = Wait(Start({"search", "--config", config.string()}, root / "log", 0,
-                              /*obey_permissions=*/true));
+  const int code = Wait(
+      Start({"search", "--config", config.string()}, root / "log", {.obey_permissions = true}));
   const std::string log = ReadFile(root / "log");
   EXPECT_EQ(code, 1) << "an unwritable directory is a failed run, not bad input: " << log;
   EXPECT_THAT(log, ::testing::AllOf(::testing::HasSubstr("cannot write"),
