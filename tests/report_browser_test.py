@@ -27,6 +27,10 @@ search:
 """
 
 
+# The learned placement, the best baseline and, the judge being simulated, the pipeline baseline.
+PICTURES = 3
+
+
 class ReportBrowserTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -54,16 +58,17 @@ class ReportBrowserTest(unittest.TestCase):
             f.write(html)
         return path
 
-    def test_the_report_draws_both_pictures_of_both_placements(self):
-        problems, summary = check_report.check(self.report, pictures=2)
+    def test_the_report_draws_both_pictures_of_every_placement_it_shows(self):
+        problems, summary = check_report.check(self.report, pictures=PICTURES)
         self.assertEqual(problems, [], summary)
 
     def test_the_report_links_the_traces_it_wrote(self):
         with open(os.path.join(self.out, "report.json")) as f:
             pictures = json.load(f)["pictures"]
-        self.assertEqual(len(pictures), 2)
+        self.assertEqual(len(pictures), PICTURES)
         self.assertTrue(pictures[0]["method"].startswith("learned"))
         self.assertTrue(pictures[1]["method"].startswith("best baseline: "))
+        self.assertTrue(pictures[2]["method"].startswith("pipeline (M = "))
         for picture in pictures:
             self.assertEqual(len(picture["trace_files"]), 1)
             for name in picture["trace_files"]:
@@ -77,7 +82,7 @@ class ReportBrowserTest(unittest.TestCase):
     def test_a_script_error_fails_the_check(self):
         path = self.variant("error.html", self.html.replace(
             "</body>", "<script>document.body.appendChild(null)</script></body>"))
-        problems, _ = check_report.check(path, pictures=2)
+        problems, _ = check_report.check(path, pictures=PICTURES)
         self.assertTrue(any("uncaught exception" in p for p in problems), problems)
 
     def test_a_blank_picture_fails_the_check(self):
@@ -87,7 +92,7 @@ class ReportBrowserTest(unittest.TestCase):
         body = self.html[start:end]
         blank = re.sub(r'fill="#(?!f2f2f2|999999)[0-9a-f]{6}"', 'fill="#ffffff"', body)
         path = self.variant("blank.html", self.html[:start] + blank + self.html[end:])
-        problems, _ = check_report.check(path, pictures=2)
+        problems, _ = check_report.check(path, pictures=PICTURES)
         self.assertTrue(any("did not draw" in p and "no device colour" in p for p in problems),
                         problems)
 
@@ -95,7 +100,7 @@ class ReportBrowserTest(unittest.TestCase):
         start = self.html.index("<svg", self.html.index("<h3>best baseline"))
         end = self.html.index("</svg>", start) + len("</svg>")
         path = self.variant("missing.html", self.html[:start] + self.html[end:])
-        problems, _ = check_report.check(path, pictures=2)
+        problems, _ = check_report.check(path, pictures=PICTURES)
         self.assertTrue(any("expected" in p for p in problems), problems)
 
 
