@@ -16,7 +16,7 @@
 #include <sstream>
 
 #include "cli/model_factory.h"
-#include "config/config.h"
+#include "placer/config/config.h"
 #include "graph/ir.h"
 #include "graph/onnx_loader.h"
 #include "graph/ops.h"
