@@ -12,8 +12,8 @@
 #include <memory>
 
 #include "cli/model_factory.h"
-#include "config/config.h"
 #include "graph/data_parallel.h"
+#include "placer/config/config.h"
 #include "runtime/cluster/process_group.h"
 #include "runtime/cluster/worker_loop.h"
 #include "runtime/device.h"

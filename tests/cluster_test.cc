@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "cli/model_factory.h"
-#include "config/config.h"
+#include "placer/config/config.h"
 #include "graph/data_parallel.h"
 #include "runtime/cluster/store.h"
 #include "runtime/cluster/worker_pool.h"
@@ -28,7 +28,7 @@
 #include "runtime/measured_evaluator.h"
 #include "runtime/sim/simulated_evaluator.h"
 #include "tests/placer_process.h"
-#include "tests/support.h"
+#include "tests/temp_dir.h"
 
 namespace placer {
 namespace {

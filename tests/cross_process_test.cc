@@ -13,7 +13,7 @@
 
 #include "tests/cross_process_cases.h"
 #include "tests/placer_process.h"
-#include "tests/support.h"
+#include "tests/temp_dir.h"
 #include "tests/torch_support.h"
 
 namespace placer {
