@@ -197,6 +197,7 @@ int Evaluate(const Commands& c) {
   }
   runtime::MeasurementOptions options = MeasurementOptionsFor(config);
   options.record_trace = !c.trace_path.empty();
+  options.processes = JoinProcessesOf(devices);
   runtime::MeasuredEvaluator evaluator(graph, devices, options);
   runtime::EvaluationResult result = evaluator.Evaluate(placement);
   if (predicted && predicted->valid && result.valid) {

@@ -4,17 +4,21 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <iostream>
 #include <map>
 #include <memory>
 
 #include "cli/model_factory.h"
-#include "runtime/cluster/worker_loop.h"
-#include "placer/config/config.h"
 #include "graph/data_parallel.h"
+#include "placer/config/config.h"
+#include "runtime/cluster/process_group.h"
+#include "runtime/cluster/worker_loop.h"
 #include "runtime/device.h"
 #include "runtime/measured_evaluator.h"
+#include "runtime/processes.h"
 #include "runtime/sim/simulated_evaluator.h"
 
 namespace placer::cli {
@@ -130,6 +134,18 @@ int RunWorkerCommand(const Commands& c) {
       },
       std::cout);
   return kExitOk;
+}
+
+std::shared_ptr<const runtime::Processes> JoinProcessesOf(const runtime::DeviceSet& devices) {
+  const bool across = std::any_of(devices.begin(), devices.end(), [](const runtime::Device& d) {
+    return runtime::DeviceProcess(d.name) >= 0;
+  });
+  if (!across) return nullptr;
+  const cluster::Rendezvous rendezvous = cluster::RendezvousFromEnvironment();
+  std::cout << fmt::format("process {} of {}: joining the Gloo group at {}:{}\n", rendezvous.rank,
+                           rendezvous.world_size, rendezvous.master_addr, rendezvous.master_port);
+  return std::make_shared<runtime::Processes>(
+      runtime::Processes{cluster::JoinGlooGroup(rendezvous, std::chrono::seconds(300))});
 }
 
 }  // namespace placer::cli

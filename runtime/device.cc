@@ -18,6 +18,17 @@ std::vector<std::string> DeviceNames(const DeviceSet& devices) {
   return names;
 }
 
+int DeviceProcess(const std::string& name) {
+  const size_t slash = name.find('/');
+  if (slash == std::string::npos || slash < 2 || name[0] != 'w') return -1;
+  int process = 0;
+  for (size_t i = 1; i < slash; ++i) {
+    if (name[i] < '0' || name[i] > '9' || process > 1'000'000) return -1;
+    process = process * 10 + (name[i] - '0');
+  }
+  return process;
+}
+
 int NumCudaDevicesPresent() {
 #ifdef PLACER_WITH_CUDA
   return static_cast<int>(c10::cuda::device_count());
@@ -45,9 +56,11 @@ int64_t CudaMemoryBytes([[maybe_unused]] int ordinal) {
 Device ParseDevice(const std::string& name) {
   Device device;
   device.name = name;
-  auto colon = name.find(':');
-  device.type = name.substr(0, colon) == "cuda" ? DeviceType::kCuda : DeviceType::kCpu;
-  device.index = std::stoi(name.substr(colon + 1));
+  // "w1/cpu:0": the device of another process (a placement across processes), named there.
+  const std::string local = name.substr(name.find('/') + 1);
+  auto colon = local.find(':');
+  device.type = local.substr(0, colon) == "cuda" ? DeviceType::kCuda : DeviceType::kCpu;
+  device.index = std::stoi(local.substr(colon + 1));
   return device;
 }
 
@@ -73,7 +86,7 @@ DeviceSet ResolveDevices(const config::Config& config) {
   const int gpus = NumCudaDevicesPresent();
   int cpu_workers = 0;
   for (const config::DeviceConfig& entry : config.devices.devices) {
-    cpu_workers += entry.name.starts_with("cpu:") ? 1 : 0;
+    cpu_workers += ParseDevice(entry.name).type == DeviceType::kCpu ? 1 : 0;
   }
   DeviceSet devices;
   for (size_t i = 0; i < config.devices.devices.size(); ++i) {

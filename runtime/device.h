@@ -22,6 +22,9 @@ struct Device {
 using DeviceSet = std::vector<Device>;
 
 std::vector<std::string> DeviceNames(const DeviceSet& devices);
+// The process a device belongs to in a placement across processes: k for "w<k>/cpu:0", -1 for a
+// name without a process ("cpu:0", the process that runs the placement).
+int DeviceProcess(const std::string& name);
 int NumCudaDevicesPresent();  // 0 on a machine without a usable GPU
 
 // `auto`: every CUDA GPU, then CPU workers (one 1-thread worker per core when there is no GPU,

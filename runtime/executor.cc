@@ -19,16 +19,11 @@
 #include <set>
 #include <thread>
 
-#ifdef PLACER_WITH_CUDA
-#include <ATen/cuda/CUDAEvent.h>
-#include <c10/cuda/CUDACachingAllocator.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#endif
-
 #include "graph/ops.h"
 #include "graph/pipeline.h"
-#include "runtime/kernels.h"
+#include "runtime/kernel_table.h"
+#include "runtime/processes.h"
+#include "runtime/transport.h"
 
 namespace placer::runtime {
 
@@ -137,6 +132,9 @@ struct Executor::Impl {
   graph::Placement placement;
   ExecutorOptions options;
   int num_devices;
+  // Whether each device is this process's (all are, unless the placement spans processes).
+  std::vector<bool> local;
+  int num_local = 0;
 
   // Static plan.
   std::vector<int> op_device;
@@ -150,6 +148,8 @@ struct Executor::Impl {
   std::vector<std::vector<std::vector<OpId>>> users;  // [tensor][device]: distinct consumers
   std::vector<int> initial_pending;                   // per op: distinct inputs
   std::vector<OpId> backward_of;                      // forward op -> its backward op
+  std::vector<const Kernel*> kernel_of;               // per op that runs a kernel, else null
+  std::vector<at::Device> torch_device;               // per device
   std::vector<std::vector<bool>> needs_grad;          // forward op -> per input
   std::vector<TensorId> feeds;                        // input and label tensors
   std::vector<TensorId> parameters;
@@ -204,11 +204,7 @@ struct Executor::Impl {
   std::vector<Channel> channels;  // [(from + 1) * num_devices + to], from may be kHost
   std::vector<std::vector<TraceEvent>> trace_per_device;
 
-#ifdef PLACER_WITH_CUDA
-  std::vector<std::optional<c10::cuda::CUDAStream>> streams;
-  // [tensor][device]: the copy that made the value available, for consumers to wait on.
-  std::vector<std::vector<std::shared_ptr<at::cuda::CUDAEvent>>> ready_events;
-#endif
+  std::unique_ptr<Transports> transports;
 
   Impl(const graph::Graph& g, DeviceSet d, graph::Placement p, ExecutorOptions o)
       : graph(g),
@@ -225,6 +221,24 @@ struct Executor::Impl {
     if (placement.devices != DeviceNames(devices)) {
       throw StepFailure("the placement's devices differ from the executor's");
     }
+    std::vector<int> device_process;
+    for (const Device& d : devices) {
+      const int process = DeviceProcess(d.name);
+      if (options.processes && process < 0) {
+        throw StepFailure(fmt::format(
+            "device '{}': a placement across processes names every device's process ('w0/{}')",
+            d.name, d.name));
+      }
+      if (options.processes &&
+          (d.type != DeviceType::kCpu || process >= options.processes->group->getSize())) {
+        throw StepFailure(fmt::format(
+            "device '{}': across processes, devices are CPU workers of processes 0 to {}", d.name,
+            options.processes->group->getSize() - 1));
+      }
+      device_process.push_back(process);
+      local.push_back(!options.processes || process == options.processes->rank());
+    }
+    num_local = static_cast<int>(std::count(local.begin(), local.end(), true));
     op_device = graph::ExpandPlacement(graph, placement);
     std::vector<OpId> order = graph.TopologicalOrder();
     topo_rank.assign(order.size(), 0);
@@ -242,7 +256,11 @@ struct Executor::Impl {
         runs[static_cast<size_t>(id)] = graph.op(id).phase == Phase::kForward;
       }
     }
-    ops_to_run = static_cast<int>(std::count(runs.begin(), runs.end(), true));
+    ops_to_run = 0;
+    for (OpId id = 0; id < graph.num_ops(); ++id) {
+      ops_to_run += runs[static_cast<size_t>(id)] &&
+                    local[static_cast<size_t>(op_device[static_cast<size_t>(id)])];
+    }
 
     const size_t n = static_cast<size_t>(graph.num_tensors());
     home = graph::HomeDevices(graph, op_device);
@@ -299,7 +317,8 @@ struct Executor::Impl {
     for (int d = 0; d < num_devices; ++d) queues.push_back(std::make_unique<DeviceQueue>());
     for (TensorId t : feeds) {
       for (int d = 0; d < num_devices; ++d) {
-        if (!users[static_cast<size_t>(t)][static_cast<size_t>(d)].empty()) {
+        if (local[static_cast<size_t>(d)] &&
+            !users[static_cast<size_t>(t)][static_cast<size_t>(d)].empty()) {
           queues[static_cast<size_t>(d)]->loads.push_back(t);
         }
       }
@@ -309,17 +328,35 @@ struct Executor::Impl {
         queues[static_cast<size_t>(op_device[static_cast<size_t>(id)])]->sources.push_back(id);
       }
     }
-#ifdef PLACER_WITH_CUDA
-    streams.assign(static_cast<size_t>(num_devices), std::nullopt);
-    for (int d = 0; d < num_devices; ++d) {
-      if (IsCuda(d)) {
-        streams[static_cast<size_t>(d)] = c10::cuda::getStreamFromPool(
-            false, static_cast<c10::DeviceIndex>(devices[static_cast<size_t>(d)].index));
+    kernel_of.assign(static_cast<size_t>(graph.num_ops()), nullptr);
+    for (OpId id = 0; id < graph.num_ops(); ++id) {
+      const Op& op = graph.op(id);
+      const bool has_kernel =
+          op.phase == Phase::kForward ||
+          (op.phase == Phase::kBackward && op.type != graph::op_types::kBackward);
+      if (!runs[static_cast<size_t>(id)] || !has_kernel) continue;
+      try {
+        kernel_of[static_cast<size_t>(id)] = &FindKernel(op);
+      } catch (const graph::GraphError& e) {
+        throw StepFailure(e.what());
       }
     }
-    ready_events.assign(
-        n, std::vector<std::shared_ptr<at::cuda::CUDAEvent>>(static_cast<size_t>(num_devices)));
-#endif
+    for (const Device& d : devices) torch_device.push_back(TorchDevice(d));
+    if (!options.processes) {
+      transports = std::make_unique<Transports>(devices, graph.num_tensors());
+      return;
+    }
+    CrossProcess cross{options.processes, device_process, {}};
+    for (TensorId t = 0; t < graph.num_tensors(); ++t) {
+      const int from = home[static_cast<size_t>(t)];
+      if (from < 0 || local[static_cast<size_t>(from)]) continue;
+      for (int to : remote[static_cast<size_t>(t)]) {
+        if (!local[static_cast<size_t>(to)]) continue;
+        cross.incoming.push_back({t, to, device_process[static_cast<size_t>(from)],
+                                  graph.tensor(t).shape, graph.tensor(t).dtype});
+      }
+    }
+    transports = std::make_unique<Transports>(devices, graph.num_tensors(), &cross);
   }
 
   void LoadParameters(const TensorMap& initial) {
@@ -335,6 +372,7 @@ struct Executor::Impl {
                                       graph::ToString(tensor.shape)));
       }
       int d = home[static_cast<size_t>(t)];
+      if (!local[static_cast<size_t>(d)]) continue;  // another process's
       try {
         values[static_cast<size_t>(t)][static_cast<size_t>(d)] =
             it->second.to(TorchDevice(devices[static_cast<size_t>(d)]), at::kFloat, false, true);
@@ -350,7 +388,9 @@ struct Executor::Impl {
   void StartWorkers() {
     running = std::make_unique<std::atomic<OpId>[]>(static_cast<size_t>(num_devices));
     for (int d = 0; d < num_devices; ++d) running[static_cast<size_t>(d)] = graph::kNoOp;
-    for (int d = 0; d < num_devices; ++d) workers.emplace_back([this, d] { WorkerMain(d); });
+    for (int d = 0; d < num_devices; ++d) {
+      if (local[static_cast<size_t>(d)]) workers.emplace_back([this, d] { WorkerMain(d); });
+    }
   }
 
   void StopWorkers() {
@@ -413,9 +453,7 @@ struct Executor::Impl {
     if (resident) return;
     if (--uses_left[static_cast<size_t>(t)][static_cast<size_t>(device)] == 0) {
       values[static_cast<size_t>(t)][static_cast<size_t>(device)] = at::Tensor();
-#ifdef PLACER_WITH_CUDA
-      ready_events[static_cast<size_t>(t)][static_cast<size_t>(device)].reset();
-#endif
+      for (const auto& transport : transports->all()) transport->Forget(t, device);
       Release(device, graph.tensor(t).bytes());
     }
   }
@@ -431,7 +469,7 @@ struct Executor::Impl {
   void PushCopies(TensorId t, int from, const at::Tensor& value, const std::vector<int>& to) {
     for (int d : to) {
       auto begin = Clock::now();
-      at::Tensor copy = CopyTo(value, from, d, t);
+      at::Tensor copy = transports->Between(from, d).Copy(value, from, d, t);
       auto end = Clock::now();
       Channel& channel = channels[static_cast<size_t>((from + 1) * num_devices + d)];
       channel.bytes += graph.tensor(t).bytes();
@@ -443,63 +481,14 @@ struct Executor::Impl {
             {fmt::format("{}->{}", from_name, devices[static_cast<size_t>(d)].name),
              graph.tensor(t).name, Seconds(step_start, begin) * 1e6, Seconds(begin, end) * 1e6});
       }
-      Publish(t, d, std::move(copy));
+      // A copy to another process's device lives there: its receiver publishes it.
+      if (local[static_cast<size_t>(d)]) Publish(t, d, std::move(copy));
     }
-  }
-
-  at::Tensor CopyTo(const at::Tensor& value, int from, int to, [[maybe_unused]] TensorId t) {
-    const Device& dst = devices[static_cast<size_t>(to)];
-#ifdef PLACER_WITH_CUDA
-    if (IsCuda(from) || IsCuda(to)) {
-      // Issue the copy on the destination's stream (or the source's, for device-to-host) and let
-      // the consumer wait on an event rather than blocking this worker.
-      int stream_device = IsCuda(to) ? to : from;
-      c10::cuda::CUDAStreamGuard guard(*streams[static_cast<size_t>(stream_device)]);
-      if (IsCuda(from)) {
-        auto producer_done = std::make_shared<at::cuda::CUDAEvent>();
-        producer_done->record(*streams[static_cast<size_t>(from)]);
-        producer_done->block(*streams[static_cast<size_t>(stream_device)]);
-      }
-      at::Tensor copy;
-      try {
-        if (IsCuda(to)) {
-          copy = value.to(TorchDevice(dst), /*non_blocking=*/true, /*copy=*/true);
-        } else {
-          copy = at::empty(value.sizes(), value.options().device(at::kCPU).pinned_memory(true));
-          copy.copy_(value, /*non_blocking=*/true);
-        }
-      } catch (const c10::OutOfMemoryError& e) {
-        // The sender's worker issues the copy, but the memory that ran out is the destination's.
-        throw StepFailure(
-            fmt::format("out of memory on {}: {}", dst.name, e.what_without_backtrace()));
-      }
-      if (IsCuda(from)) {
-        c10::cuda::CUDACachingAllocator::recordStream(value.storage().data_ptr(),
-                                                      *streams[static_cast<size_t>(stream_device)]);
-      }
-      auto done = std::make_shared<at::cuda::CUDAEvent>();
-      done->record(*streams[static_cast<size_t>(stream_device)]);
-      ready_events[static_cast<size_t>(t)][static_cast<size_t>(to)] = std::move(done);
-      return copy;
-    }
-#endif
-    (void)from;
-    (void)dst;
-    // Between CPU workers: a real copy, so that each device owns its memory.
-    return value.clone();
   }
 
   // Makes the value of `t` on `device` safe to read on that device's worker.
-  void WaitFor([[maybe_unused]] TensorId t, [[maybe_unused]] int device) {
-#ifdef PLACER_WITH_CUDA
-    auto& event = ready_events[static_cast<size_t>(t)][static_cast<size_t>(device)];
-    if (!event) return;
-    if (IsCuda(device)) {
-      event->block(*streams[static_cast<size_t>(device)]);
-    } else {
-      event->synchronize();
-    }
-#endif
+  void WaitFor(TensorId t, int device) {
+    for (const auto& transport : transports->all()) transport->WaitFor(t, device);
   }
 
   // ---- op execution ----
@@ -520,8 +509,7 @@ struct Executor::Impl {
     } else if (op.phase == Phase::kBackward && op.type != graph::op_types::kBackward) {
       // Gradient plumbing (sums, the ring all-reduce's chunks): kernels on gradients, no autograd.
       at::NoGradGuard no_grad;
-      std::vector<at::Tensor> outputs =
-          RunForwardKernel(op, inputs, TorchDevice(devices[static_cast<size_t>(device)]), Step());
+      std::vector<at::Tensor> outputs = RunKernel(id, device, inputs);
       for (size_t k = 0; k < outputs.size(); ++k) PublishOutput(op.outputs[k], device, outputs[k]);
     } else if (op.phase == Phase::kBackward) {
       RunBackward(id, device, inputs);
@@ -535,6 +523,11 @@ struct Executor::Impl {
     std::sort(distinct.begin(), distinct.end());
     distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
     for (TensorId t : distinct) Consumed(t, device);
+  }
+
+  std::vector<at::Tensor> RunKernel(OpId id, int device, const std::vector<at::Tensor>& inputs) {
+    return (*kernel_of[static_cast<size_t>(id)])(
+        graph.op(id), inputs, KernelContext{torch_device[static_cast<size_t>(device)], Step()});
   }
 
   void RunForward(OpId id, int device, std::vector<at::Tensor>& inputs) {
@@ -552,13 +545,11 @@ struct Executor::Impl {
           state.leaves.push_back(inputs[i]);
         }
       }
-      outputs =
-          RunForwardKernel(op, inputs, TorchDevice(devices[static_cast<size_t>(device)]), Step());
+      outputs = RunKernel(id, device, inputs);
       state.outputs = outputs;
     } else {
       at::NoGradGuard no_grad;
-      outputs =
-          RunForwardKernel(op, inputs, TorchDevice(devices[static_cast<size_t>(device)]), Step());
+      outputs = RunKernel(id, device, inputs);
     }
     for (size_t k = 0; k < outputs.size(); ++k) {
       TensorId t = op.outputs[k];
@@ -647,31 +638,18 @@ struct Executor::Impl {
   }
 
   void RunDeviceStep(int device) {
-#ifdef PLACER_WITH_CUDA
-    std::optional<c10::cuda::CUDAStreamGuard> stream_guard;
-    if (IsCuda(device)) stream_guard.emplace(*streams[static_cast<size_t>(device)]);
-#endif
+    // Every transport's scope: the CUDA transport makes the worker issue on the GPU's stream.
+    std::vector<std::shared_ptr<void>> scopes;
+    for (const auto& transport : transports->all()) scopes.push_back(transport->EnterStep(device));
     DeviceQueue& q = *queues[static_cast<size_t>(device)];
     if (pipeline) q.pipeline_state = pipeline->Start(device);
     double busy_seconds = 0;
-#ifdef PLACER_WITH_CUDA
-    // A GPU's ops return once launched, so the host's clock times the launches only: its ops are
-    // timed on the stream instead, by events around each one, read after the step's
-    // synchronisation. `reference` marks the stream's start, for the trace's start times.
-    struct StreamTimed {
-      size_t trace_index;  // into trace_per_device[device], or kUntraced
-      std::unique_ptr<at::cuda::CUDAEvent> start, end;
-    };
-    constexpr size_t kUntraced = std::numeric_limits<size_t>::max();
-    std::vector<StreamTimed> stream_timed;
-    std::unique_ptr<at::cuda::CUDAEvent> reference;
-    double reference_us = 0;
-    if (IsCuda(device)) {
-      reference = std::make_unique<at::cuda::CUDAEvent>(cudaEventDefault);
-      reference->record(*streams[static_cast<size_t>(device)]);
-      reference_us = Seconds(step_start, Clock::now()) * 1e6;
+    // A GPU's ops are timed on its stream rather than by the host's clock.
+    std::vector<std::unique_ptr<OpTimer>> timers;
+    for (const auto& transport : transports->all()) {
+      auto timer = transport->TimeOps(device, Seconds(step_start, Clock::now()) * 1e6);
+      if (timer) timers.push_back(std::move(timer));
     }
-#endif
     try {
       // The minibatch comes from host memory: CPU workers read it in place, GPUs copy it.
       for (TensorId t : q.loads) {
@@ -706,13 +684,7 @@ struct Executor::Impl {
         }
         if (pipeline) pipeline->Started(q.pipeline_state, id);
         auto begin = Clock::now();
-#ifdef PLACER_WITH_CUDA
-        std::unique_ptr<at::cuda::CUDAEvent> op_start;
-        if (IsCuda(device)) {
-          op_start = std::make_unique<at::cuda::CUDAEvent>(cudaEventDefault);
-          op_start->record(*streams[static_cast<size_t>(device)]);
-        }
-#endif
+        for (auto& timer : timers) timer->Begin();
         running[static_cast<size_t>(device)] = id;
         RunOp(id, device);
         running[static_cast<size_t>(device)] = graph::kNoOp;
@@ -724,16 +696,10 @@ struct Executor::Impl {
               {devices[static_cast<size_t>(device)].name, graph.op(id).name,
                Seconds(step_start, begin) * 1e6, Seconds(begin, end) * 1e6});
         }
-#ifdef PLACER_WITH_CUDA
-        if (IsCuda(device)) {
-          auto op_end = std::make_unique<at::cuda::CUDAEvent>(cudaEventDefault);
-          op_end->record(*streams[static_cast<size_t>(device)]);
-          stream_timed.push_back({options.record_trace
-                                      ? trace_per_device[static_cast<size_t>(device)].size() - 1
-                                      : kUntraced,
-                                  std::move(op_start), std::move(op_end)});
+        for (auto& timer : timers) {
+          timer->End(options.record_trace ? trace_per_device[static_cast<size_t>(device)].size() - 1
+                                          : OpTimer::kUntraced);
         }
-#endif
         if (completed.fetch_add(1) + 1 == ops_to_run) {
           for (auto& other : queues) {
             { std::lock_guard lock(other->mutex); }
@@ -741,20 +707,13 @@ struct Executor::Impl {
           }
         }
       }
-#ifdef PLACER_WITH_CUDA
-      if (IsCuda(device)) {
-        streams[static_cast<size_t>(device)]->synchronize();
+      for (const auto& transport : transports->all()) transport->Synchronize(device);
+      if (!timers.empty()) {
         busy_seconds = 0;
-        for (const StreamTimed& timed : stream_timed) {
-          const double ms = timed.start->elapsed_time(*timed.end);
-          busy_seconds += ms * 1e-3;
-          if (timed.trace_index == kUntraced) continue;
-          TraceEvent& event = trace_per_device[static_cast<size_t>(device)][timed.trace_index];
-          event.start_us = reference_us + reference->elapsed_time(*timed.start) * 1e3;
-          event.duration_us = ms * 1e3;
+        for (auto& timer : timers) {
+          busy_seconds += timer->Finish(trace_per_device[static_cast<size_t>(device)]);
         }
       }
-#endif
     } catch (const c10::OutOfMemoryError& e) {
       Fail(fmt::format("out of memory on {}: {}", devices[static_cast<size_t>(device)].name,
                        e.what_without_backtrace()));
@@ -798,6 +757,11 @@ struct Executor::Impl {
     batch = &step_batch;
 
     step_start = Clock::now();
+    for (const auto& transport : transports->all()) {
+      transport->BeginStep([this](TensorId t, int device,
+                                  at::Tensor value) { Publish(t, device, std::move(value)); },
+                           [this](const std::string& message) { Fail(message); });
+    }
     {
       std::lock_guard lock(step_mutex);
       workers_done = 0;
@@ -811,11 +775,11 @@ struct Executor::Impl {
                           ? Clock::time_point::max()
                           : step_start + std::chrono::duration_cast<Clock::duration>(
                                              std::chrono::duration<double>(time_limit_seconds));
-      while (workers_done < num_devices) {
+      while (workers_done < num_local) {
         if (deadline == Clock::time_point::max()) {
           step_cv.wait(lock);
         } else if (step_cv.wait_until(lock, deadline) == std::cv_status::timeout &&
-                   workers_done < num_devices) {
+                   workers_done < num_local) {
           if (!timed_out) {
             timed_out = true;
             lock.unlock();
@@ -850,6 +814,16 @@ struct Executor::Impl {
     }
     auto end = Clock::now();
     batch = nullptr;
+    for (const auto& transport : transports->all()) {
+      if (!transport->EndStep()) {
+        // Receives from another process still wait and would write into this state.
+        abandoned = true;
+        throw StepFailure(
+            fmt::format("{} (tensors from other processes are still awaited: this "
+                        "executor cannot run again)",
+                        error));
+      }
+    }
     if (abort) {
       ResetAfterFailure();
       throw StepFailure(error);
@@ -860,6 +834,7 @@ struct Executor::Impl {
       if (value.defined()) result.loss += value.item<double>();
     }
     for (int d = 0; d < num_devices; ++d) {
+      if (!local[static_cast<size_t>(d)]) continue;
       result.devices.push_back({devices[static_cast<size_t>(d)].name, busy[static_cast<size_t>(d)],
                                 memory_peak[static_cast<size_t>(d)].load()});
     }
@@ -892,17 +867,7 @@ struct Executor::Impl {
       std::lock_guard lock(q->mutex);
       q->ready = {};
     }
-#ifdef PLACER_WITH_CUDA
-    for (auto& per_device : ready_events) {
-      for (auto& event : per_device) event.reset();
-    }
-    for (int d = 0; d < num_devices; ++d) {
-      if (IsCuda(d)) {
-        streams[static_cast<size_t>(d)]->synchronize();
-      }
-    }
-    c10::cuda::CUDACachingAllocator::emptyCache();
-#endif
+    for (const auto& transport : transports->all()) transport->Reset();
   }
 };
 
@@ -932,6 +897,7 @@ StepResult Executor::RunStep(const TensorMap& batch, double time_limit_seconds) 
 TensorMap Executor::Parameters() const {
   TensorMap result;
   for (TensorId t : impl_->parameters) {
+    if (!impl_->local[static_cast<size_t>(impl_->home[static_cast<size_t>(t)])]) continue;
     const at::Tensor& value =
         impl_->values[static_cast<size_t>(t)]
                      [static_cast<size_t>(impl_->home[static_cast<size_t>(t)])];

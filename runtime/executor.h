@@ -43,6 +43,8 @@ struct StepResult {
   std::vector<TraceEvent> trace;  // when ExecutorOptions::record_trace
 };
 
+struct Processes;  // runtime/processes.h
+
 struct ExecutorOptions {
   bool record_trace = false;
   // Run only the forward ops (no loss gradient, no update): used to predict.
@@ -51,6 +53,12 @@ struct ExecutorOptions {
   // them: an op that has not returned by then is left to its worker thread, the step fails and
   // the executor is unusable from then on (a hung kernel cannot be cancelled, only abandoned).
   double abandon_grace_seconds = 1.0;
+  // A placement across processes: every device is named "w<rank>/...", and this executor runs
+  // the ops of the devices of its own process (processes->rank()); tensors cross processes
+  // through the group's send/recv, and each process must run the same graph, placement and steps.
+  // Parameters() and the loss are this process's. A step that fails leaves receives waiting: the
+  // executor cannot run again. Null: every device is in this process.
+  std::shared_ptr<const Processes> processes;
 };
 
 class Executor {

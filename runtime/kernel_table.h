@@ -22,6 +22,11 @@ using Kernel = std::function<std::vector<at::Tensor>(
     const graph::Op&, const std::vector<at::Tensor>&, const KernelContext&)>;
 using KernelTable = std::unordered_map<std::string, Kernel>;
 
+// The kernel of `op`'s type, for callers that resolve it once and call it many times (the
+// executor, per op when it is built). Throws graph::GraphError naming the op and type if none.
+// The table lives for the whole program, so the reference never dangles.
+const Kernel& FindKernel(const graph::Op& op);
+
 void AddElementwiseKernels(KernelTable& table);
 void AddTensorKernels(KernelTable& table);
 void AddReduceKernels(KernelTable& table);

@@ -21,13 +21,17 @@ const KernelTable& Kernels() {
 
 }  // namespace
 
-std::vector<at::Tensor> RunForwardKernel(const graph::Op& op, const std::vector<at::Tensor>& inputs,
-                                         at::Device device, uint64_t step) {
+const Kernel& FindKernel(const graph::Op& op) {
   auto it = Kernels().find(op.type);
   if (it == Kernels().end()) {
     throw graph::GraphError(fmt::format("op '{}': no kernel for op type '{}'", op.name, op.type));
   }
-  return it->second(op, inputs, KernelContext{device, step});
+  return it->second;
+}
+
+std::vector<at::Tensor> RunForwardKernel(const graph::Op& op, const std::vector<at::Tensor>& inputs,
+                                         at::Device device, uint64_t step) {
+  return FindKernel(op)(op, inputs, KernelContext{device, step});
 }
 
 bool HasKernel(const std::string& type) { return Kernels().count(type) != 0; }

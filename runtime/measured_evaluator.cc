@@ -51,6 +51,7 @@ EvaluationResult MeasuredEvaluator::Evaluate(const graph::Placement& placement) 
   try {
     ExecutorOptions executor_options;
     executor_options.record_trace = o.record_trace;
+    executor_options.processes = o.processes;
     Executor executor(state_->graph, state_->devices, placement, state_->initial_parameters,
                       executor_options);
     std::vector<double> samples;

@@ -9,12 +9,17 @@
 
 namespace placer::runtime {
 
+struct Processes;  // runtime/processes.h
+
 struct MeasurementOptions {
   int warmup_steps = 5;            // discarded (allocator, caches, thread start-up)
   int timed_steps = 5;             // the median of these is the step time
   double time_limit_seconds = 60;  // per placement, warm-up included
   bool record_trace = false;       // keep the trace of the last timed step
   uint64_t seed = 0;               // initial parameters and the synthetic minibatch
+  // A placement across processes (ExecutorOptions::processes): every process evaluates the same
+  // placement, each running its own devices' ops. Null: one process.
+  std::shared_ptr<const Processes> processes;
 };
 
 class MeasuredEvaluator : public Evaluator {

@@ -28,6 +28,7 @@
 #include "runtime/measured_evaluator.h"
 #include "runtime/sim/simulated_evaluator.h"
 #include "tests/placer_process.h"
+#include "tests/temp_dir.h"
 
 namespace placer {
 namespace {
@@ -40,22 +41,7 @@ std::string ReadFile(const fs::path& file) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-// This test process's own directory, removed at the end.
-class TempDir {
- public:
-  explicit TempDir(const std::string& name)
-      : path_(fs::temp_directory_path() /
-              (name + "." + std::to_string(getpid()) + "." + std::to_string(counter_++))) {
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const fs::path& path() const { return path_; }
-
- private:
-  static inline int counter_ = 0;
-  fs::path path_;
-};
+using test_support::TempDir;
 
 using placer_test::Wait;
 
@@ -100,19 +86,7 @@ class Workers {
   std::vector<pid_t> pids_;
 };
 
-// A port nobody listens on now (for a config that must name one).
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  socklen_t size = sizeof(address);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size);
-  close(fd);
-  return ntohs(address.sin_port);
-}
+using placer_test::FreePort;
 
 // A small LeNet on two 1-thread CPU workers: a measured step takes milliseconds.
 constexpr const char* kConfig =

@@ -2,10 +2,13 @@
 // faults, evaluation workers). PLACER_BINARY is defined by the test's target.
 #pragma once
 
+#include <arpa/inet.h>
 #include <linux/capability.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,6 +36,7 @@ struct ChildOptions {
   // beyond it fail with EFBIG exactly where a full disk fails with ENOSPC.
   rlim_t max_file_bytes = 0;
   bool obey_permissions = false;  // bound by file permissions even as root
+  std::string binary;             // the program to start; empty: placer (PLACER_BINARY)
 };
 
 // Starts `placer args...` with stdout and stderr to `log` (made afresh); returns its pid.
@@ -54,7 +58,7 @@ inline pid_t StartPlacer(const std::vector<std::string>& args, const std::filesy
     FILE* err = std::freopen(log.c_str(), "a", stderr);
     (void)out;
     (void)err;
-    std::string binary = PLACER_BINARY;
+    std::string binary = options.binary.empty() ? PLACER_BINARY : options.binary;
     std::vector<std::string> copies = args;
     std::vector<char*> argv = {binary.data()};
     for (std::string& a : copies) argv.push_back(a.data());
@@ -70,6 +74,20 @@ inline int Wait(pid_t pid) {
   int status = 0;
   waitpid(pid, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// A port nobody listens on now (the kernel's choice), for a child to listen on right after.
+inline int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  socklen_t size = sizeof(address);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size);
+  close(fd);
+  return ntohs(address.sin_port);
 }
 
 }  // namespace placer_test

@@ -365,6 +365,15 @@ int64_t ReadMemory(const Value& value) {
 
 // Matches ^(cpu|cuda):[0-9]+$ (std::regex would be overkill, and trips GCC 12 warnings).
 bool IsDeviceName(std::string_view name) {
+  // A placement across processes names each device's process: "w1/cpu:0".
+  if (const size_t slash = name.find('/'); slash != std::string_view::npos) {
+    const std::string_view process = name.substr(0, slash);
+    if (process.size() < 2 || process[0] != 'w' ||
+        process.find_first_not_of("0123456789", 1) != std::string_view::npos) {
+      return false;
+    }
+    name = name.substr(slash + 1);
+  }
   const size_t colon = name.find(':');
   if (colon == std::string_view::npos) return false;
   const std::string_view kind = name.substr(0, colon);

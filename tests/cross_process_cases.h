@@ -1,0 +1,126 @@
+// The placements across processes that cross_process_test checks, built the same way by the test
+// (its one-device reference) and by the processes it starts (cross_process_step.cc), and how
+// those processes hand their trained parameters back (a file of names and floats).
+#pragma once
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+
+#include <fstream>
+#include <stdexcept>
+#include <string>
+
+#include "graph/data_parallel.h"
+#include "graph/models.h"
+#include "graph/placement.h"
+#include "runtime/executor.h"
+
+namespace placer::cross_process {
+
+inline constexpr int kProcesses = 2;
+inline constexpr int kSteps = 2;
+inline constexpr double kLearningRate = 0.2;
+
+struct Case {
+  graph::Graph graph;
+  graph::Placement placement;  // over the devices of ProcessWorkers()
+  runtime::TensorMap parameters, batch;
+};
+
+// One 1-thread CPU worker per process: "w0/cpu:0", "w1/cpu:0".
+inline runtime::DeviceSet ProcessWorkers() {
+  runtime::DeviceSet devices;
+  for (int k = 0; k < kProcesses; ++k) {
+    devices.push_back({fmt::format("w{}/cpu:0", k), runtime::DeviceType::kCpu, 0, 1, 0});
+  }
+  return devices;
+}
+
+inline std::vector<std::string> ProcessDeviceNames() {
+  return runtime::DeviceNames(ProcessWorkers());
+}
+
+// LeNet whose convolutions run in process 0 and whose fully connected layers, and the loss, in
+// process 1: activations cross forward, their gradients back.
+inline Case Split() {
+  Case c{graph::BuildLeNet({.batch_size = 16, .learning_rate = kLearningRate}), {}, {}, {}};
+  c.placement = graph::Placement::AllOn(c.graph, ProcessDeviceNames(), 0);
+  for (const char* op : {"fc1", "relu3", "fc2", "loss"}) {
+    c.placement.device_of_op[static_cast<size_t>(*c.graph.FindOp(op))] = 1;
+  }
+  c.parameters = runtime::InitializeParameters(c.graph, 31);
+  c.batch = runtime::SyntheticBatch(c.graph, 32);
+  return c;
+}
+
+// The one-device LeNet of the data-parallel case: its global batch and parameters.
+inline Case DataParallelReference() {
+  graph::Graph g = graph::BuildLeNet({.batch_size = 24, .learning_rate = kLearningRate});
+  graph::Placement placement = graph::Placement::AllOn(g, {"cpu:0"}, 0);
+  runtime::TensorMap parameters = runtime::InitializeParameters(g, 41);
+  runtime::TensorMap batch = runtime::SyntheticBatch(g, 42);
+  return {std::move(g), std::move(placement), std::move(parameters), std::move(batch)};
+}
+
+// A replica of LeNet in each process, each on its half of the reference's batch; gradients are
+// summed across the processes by the replicated graph's all-reduce.
+inline Case DataParallel() {
+  Case reference = DataParallelReference();
+  const int64_t batch_size = reference.batch.at("labels").size(0);
+  graph::DataParallelGraph dp = graph::BuildDataParallel(
+      [](int64_t shard, int64_t normalizer) {
+        return graph::BuildLeNet(
+            {.batch_size = shard, .loss_normalizer = normalizer, .training_step = false});
+      },
+      batch_size, ProcessDeviceNames(), {1, 1}, kLearningRate);
+  Case c{std::move(dp.graph), std::move(dp.placement), {}, {}};
+  int64_t offset = 0;
+  for (int r = 0; r < kProcesses; ++r) {
+    for (const auto& [name, value] : reference.parameters) {
+      c.parameters[graph::ReplicaName(r, name)] = value;
+    }
+    for (const auto& [name, value] : reference.batch) {
+      c.batch[graph::ReplicaName(r, name)] =
+          value.narrow(0, offset, dp.shard_sizes[static_cast<size_t>(r)]);
+    }
+    offset += dp.shard_sizes[static_cast<size_t>(r)];
+  }
+  return c;
+}
+
+inline Case MakeCase(const std::string& name) {
+  if (name == "split") return Split();
+  if (name == "data_parallel") return DataParallel();
+  throw std::invalid_argument("unknown case '" + name + "'");
+}
+
+inline void WriteParameters(const std::string& path, const runtime::TensorMap& parameters) {
+  std::ofstream out(path, std::ios::binary);
+  for (const auto& [name, value] : parameters) {
+    at::Tensor v = value.contiguous().to(at::kFloat);
+    out << name << '\n' << v.numel() << '\n';
+    out.write(reinterpret_cast<const char*>(v.data_ptr<float>()),
+              static_cast<std::streamsize>(v.numel() * sizeof(float)));
+  }
+  if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+// Flat tensors by name.
+inline runtime::TensorMap ReadParameters(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  runtime::TensorMap parameters;
+  std::string name;
+  while (std::getline(in, name)) {
+    int64_t numel = 0;
+    in >> numel;
+    in.ignore(1);
+    at::Tensor v = at::empty({numel}, at::kFloat);
+    in.read(reinterpret_cast<char*>(v.data_ptr<float>()),
+            static_cast<std::streamsize>(numel * sizeof(float)));
+    if (!in) throw std::runtime_error("truncated parameters in " + path);
+    parameters[name] = v;
+  }
+  return parameters;
+}
+
+}  // namespace placer::cross_process
