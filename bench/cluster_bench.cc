@@ -24,7 +24,7 @@
 #include "bench/timing.h"
 #include "cli/model_factory.h"
 #include "runtime/cluster/worker_pool.h"
-#include "config/config.h"
+#include "placer/config/config.h"
 #include "runtime/device.h"
 
 namespace {

@@ -15,7 +15,7 @@
 
 #include "bench/timing.h"
 #include "cli/model_factory.h"
-#include "config/config.h"
+#include "placer/config/config.h"
 #include "graph/micro_batches.h"
 #include "placer/baselines/pipeline.h"
 #include "runtime/device.h"

@@ -14,7 +14,7 @@
 #include "cli/search_command.h"
 #include "cli/search_setup.h"
 #include "cli/worker_command.h"
-#include "config/config.h"
+#include "placer/config/config.h"
 #include "graph/micro_batches.h"
 #include "graph/placement.h"
 #include "proto/writers.h"

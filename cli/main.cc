@@ -5,7 +5,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "config/config.h"
+#include "placer/config/config.h"
 #include "graph/ir.h"
 
 int main(int argc, char** argv) {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "config/config.h"
+#include "placer/config/config.h"
 #include "graph/data_parallel.h"
 #include "graph/ir.h"
 #include "runtime/measured_evaluator.h"

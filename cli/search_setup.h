@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "config/config.h"
+#include "placer/config/config.h"
 #include "graph/grouping.h"
 #include "placer/action_space.h"
 #include "placer/candidate_evaluator.h"

@@ -11,7 +11,7 @@
 
 #include "cli/model_factory.h"
 #include "runtime/cluster/worker_loop.h"
-#include "config/config.h"
+#include "placer/config/config.h"
 #include "graph/data_parallel.h"
 #include "runtime/device.h"
 #include "runtime/measured_evaluator.h"

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "config/config.h"
+#include "placer/config/config.h"
 
 namespace placer::runtime {
 

@@ -6,7 +6,7 @@
 # build-fuzz/corpus/<target>, seeded from fuzz/corpus/<target> (committed), configs/ and
 # libonnx-testdata's models. A finding stops the run with exit 1 and leaves the input as
 # build-fuzz/findings/<target>/crash-*: copy it to fuzz/regressions/<target>/ once fixed, where
-# the ordinary test suite replays it. FUZZING.md records the runs.
+# the ordinary test suite replays it. fuzz/README.md records the runs.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 "$PLACER_ROOT/scripts/setup.sh"

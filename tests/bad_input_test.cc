@@ -13,6 +13,7 @@
 
 #include "tests/onnx_writer.h"
 #include "tests/support.h"
+#include "tests/temp_dir.h"
 
 namespace {
 
@@ -304,9 +305,8 @@ class BadInputTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(BadInputTest, ExitsWithTwoAndNamesTheCulprit) {
   const Case& c = GetParam();
-  fs::path dir = fs::temp_directory_path() / ("placer_bad_input_" + c.name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const placer::test_support::TempDir temp("placer_bad_input_" + c.name);
+  const fs::path& dir = temp.path();
   for (const auto& [name, contents] : c.files) {
     fs::create_directories((dir / name).parent_path());
     std::ofstream(dir / name, std::ios::binary) << contents;

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "tests/support.h"
+#include "tests/temp_dir.h"
 
 namespace {
 
@@ -21,10 +22,14 @@ using placer::test_support::RunPlacer;
 
 std::string DefaultConfig() { return std::string(PLACER_SOURCE_DIR) + "/configs/lenet.yaml"; }
 
+// This suite's files: a directory of its own, removed when the suite exits.
+const placer::test_support::TempDir& SuiteDir() {
+  static const placer::test_support::TempDir dir("placer_cli_test");
+  return dir;
+}
+
 std::string WriteTemp(const std::string& name, const std::string& text) {
-  auto path = std::filesystem::temp_directory_path() / ("placer_cli_test_" + name);
-  std::ofstream(path) << text;
-  return path.string();
+  return SuiteDir().Write(name, text).string();
 }
 
 TEST(CliTest, HelpListsTheSubcommands) {
@@ -54,8 +59,7 @@ TEST(CliTest, InspectShowsTheReplicasOfAReplicatedModel) {
 }
 
 TEST(CliTest, SimulatedSearchWritesItsOutputsAndRefusesToOverwriteThem) {
-  auto dir = std::filesystem::temp_directory_path() / "placer_cli_test_search";
-  std::filesystem::remove_all(dir);
+  auto dir = SuiteDir() / "search";
   std::string path =
       WriteTemp("search.yaml",
                 "model:\n  builtin: lenet\ndevices: [cpu:0, cpu:1]\n"
@@ -112,8 +116,7 @@ TEST(CliTest, UnknownSubcommandIsAUsageError) {
 }
 
 TEST(CliTest, CompareEvaluatesEveryMethodAndWritesTheReports) {
-  auto dir = std::filesystem::temp_directory_path() / "placer_cli_test_compare";
-  std::filesystem::remove_all(dir);
+  auto dir = SuiteDir() / "compare";
   // Simulated GPUs the machine does not have, and the shipped expert placement.
   std::string config = WriteTemp("compare.yaml",
                                  "model:\n  builtin: lenet\n"
@@ -139,8 +142,7 @@ TEST(CliTest, CompareEvaluatesEveryMethodAndWritesTheReports) {
 }
 
 TEST(CliTest, ProfileFeedsTheSimulatorThatEvaluateCompares) {
-  auto dir = std::filesystem::temp_directory_path() / "placer_cli_test_profile";
-  std::filesystem::remove_all(dir);
+  auto dir = SuiteDir() / "profile";
   std::filesystem::create_directories(dir);
   std::string profile = (dir / "profile.json").string();
   std::string path =
@@ -176,7 +178,6 @@ TEST(CliTest, ProfileFeedsTheSimulatorThatEvaluateCompares) {
   Result broken = RunPlacer("evaluate --config " + path + " --simulate");
   EXPECT_EQ(broken.exit_code, 2) << broken.output;
   EXPECT_THAT(broken.output, HasSubstr(profile));
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
@@ -196,8 +197,7 @@ std::string SimulatedOnlyConfig() {
 
 TEST(CliTest, EvaluateSimulatesAClusterLargerThanTheMachineAndWritesItsTrace) {
   if (HasSecondGpu()) GTEST_SKIP() << "the GPUs are real here";
-  const auto trace = std::filesystem::temp_directory_path() / "placer_cli_test_sim_trace.json";
-  std::filesystem::remove(trace);
+  const auto trace = SuiteDir() / "sim_trace.json";
   Result r = RunPlacer("evaluate --config " + SimulatedOnlyConfig() + " --simulate --trace " +
                        trace.string());
   EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -219,8 +219,7 @@ TEST(CliTest, EvaluateWithoutSimulateRefusesAbsentGpusWithExitTwo) {
 }
 
 TEST(CliTest, EvaluateSimulateWritesTheSimulatedTraceNextToTheMeasuredOne) {
-  const auto dir = std::filesystem::temp_directory_path() / "placer_cli_test_both_traces";
-  std::filesystem::remove_all(dir);
+  const auto dir = SuiteDir() / "both_traces";
   std::filesystem::create_directories(dir);
   const std::string config = WriteTemp("both.yaml",
                                        "model: {builtin: lenet, batch_size: 16}\n"
@@ -237,8 +236,7 @@ TEST(CliTest, EvaluateSimulateWritesTheSimulatedTraceNextToTheMeasuredOne) {
 // A placement file with micro_batches and schedule: evaluate builds the micro-batched step (op
 // names "m<k>/<op>") and runs and simulates that schedule; a replicated one it refuses.
 TEST(CliTest, EvaluateRunsAPipelinedPlacementFromItsFile) {
-  const auto dir = std::filesystem::temp_directory_path() / "placer_cli_test_pipelined";
-  std::filesystem::remove_all(dir);
+  const auto dir = SuiteDir() / "pipelined";
   std::filesystem::create_directories(dir);
   const std::string config = WriteTemp("pipelined.yaml",
                                        "model: {builtin: lenet, batch_size: 16}\n"
@@ -257,7 +255,6 @@ TEST(CliTest, EvaluateRunsAPipelinedPlacementFromItsFile) {
     const std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     EXPECT_THAT(json, AllOf(HasSubstr("m0/conv1"), HasSubstr("m3/fc1"))) << trace;
   }
-  std::filesystem::remove_all(dir);
 
   const std::string both =
       WriteTemp("pipelined_replicated.yaml", "replicas: 2\nmicro_batches: 4\ndefault: cpu:0\n");
@@ -271,7 +268,6 @@ TEST(CliTest, EvaluateRunsAPipelinedPlacementFromItsFile) {
   EXPECT_EQ(undivided.exit_code, 2) << undivided.output;
   EXPECT_THAT(undivided.output, AllOf(HasSubstr("pipelined_three.yaml"),
                                       HasSubstr("micro_batches: 3 does not divide")));
-  for (const std::string& file : {config, placement, both, three}) std::filesystem::remove(file);
 }
 
 }  // namespace

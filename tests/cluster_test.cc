@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "cli/model_factory.h"
-#include "config/config.h"
+#include "placer/config/config.h"
 #include "graph/data_parallel.h"
 #include "runtime/cluster/store.h"
 #include "runtime/cluster/worker_pool.h"

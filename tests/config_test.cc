@@ -1,4 +1,4 @@
-#include "config/config.h"
+#include "placer/config/config.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>

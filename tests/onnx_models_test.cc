@@ -19,6 +19,7 @@
 #include "graph/placement.h"
 #include "runtime/executor.h"
 #include "tests/support.h"
+#include "tests/temp_dir.h"
 
 namespace placer {
 namespace {
@@ -191,9 +192,8 @@ TEST(OnnxModelsTest, AnExportWithABakedBatchTakesOnlyItsOwn) {
 // shard (2 or 1 rows) can be built, so the data-parallel row says why, naming the node and how
 // to export, and every other row is still judged and written.
 TEST(OnnxModelsTest, CompareGoesOnWithoutWhatABakedBatchCannotBuild) {
-  const fs::path dir = fs::temp_directory_path() / "placer_onnx_models_test_baked";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const test_support::TempDir temp("placer_onnx_models_test_baked");
+  const fs::path& dir = temp.path();
   std::ofstream(dir / "c.yaml") << "model:\n  onnx: " << Fixture("transformer_static.onnx").string()
                                 << "\ndevices: [cuda:0, cuda:1, cuda:2, cuda:3]\n"
                                 << "search: {evaluator: simulated, policy_steps: 2, "
@@ -211,12 +211,11 @@ TEST(OnnxModelsTest, CompareGoesOnWithoutWhatABakedBatchCannotBuild) {
                     HasSubstr("data parallel"), HasSubstr("the export fixed the batch at 4"),
                     HasSubstr("'/encoder/layers.0/self_attn/Reshape_3' (Reshape)"),
                     HasSubstr("dynamic_axes={\"tokens\": {0: \"batch\"}}")));
-  fs::remove_all(dir);
 }
 
 TEST(OnnxModelsTest, ConfigNamesAnOnnxFileRelativeToItself) {
-  const fs::path dir = fs::temp_directory_path() / "placer_onnx_models_test";
-  fs::create_directories(dir);
+  const test_support::TempDir temp("placer_onnx_models_test");
+  const fs::path& dir = temp.path();
   fs::copy_file(Fixture("lenet.onnx"), dir / "lenet.onnx", fs::copy_options::overwrite_existing);
   std::ofstream(dir / "c.yaml") << "model:\n  onnx: lenet.onnx\n  batch_size: 8\n"
                                 << "devices: [cpu:0, cpu:1]\n";

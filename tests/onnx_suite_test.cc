@@ -31,6 +31,7 @@
 #include "graph/placement.h"
 #include "runtime/executor.h"
 #include "tests/support.h"
+#include "tests/temp_dir.h"
 
 namespace placer {
 namespace {
@@ -190,9 +191,8 @@ TEST_P(OnnxSuiteTest, InspectAndCompareOnFourSimulatedGpusRunToTheEnd) {
   const char* override = std::getenv("PLACER_ONNX_SUITE_DIR");
   const fs::path model = fs::path(override ? override : PLACER_ONNX_SUITE) / (name + ".onnx");
   ASSERT_TRUE(fs::exists(model)) << model << " missing (the onnx_export_suite test writes it)";
-  const fs::path dir = fs::temp_directory_path() / ("placer_onnx_suite_" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const test_support::TempDir temp("placer_onnx_suite_" + name);
+  const fs::path& dir = temp.path();
   std::ofstream(dir / "c.yaml") << fmt::format(
       "model:\n  onnx: {}\n  batch_size: 8\n"
       "devices: [cuda:0, cuda:1, cuda:2, cuda:3]\n"
@@ -213,7 +213,6 @@ TEST_P(OnnxSuiteTest, InspectAndCompareOnFourSimulatedGpusRunToTheEnd) {
   std::stringstream text;
   text << report.rdbuf();
   EXPECT_NE(text.str().find("data parallel (2/2/2/2)"), std::string::npos) << text.str();
-  fs::remove_all(dir);
 }
 
 std::vector<std::string> SuiteModels() {

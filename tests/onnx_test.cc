@@ -16,7 +16,7 @@
 #include <sstream>
 
 #include "cli/model_factory.h"
-#include "config/config.h"
+#include "placer/config/config.h"
 #include "graph/ir.h"
 #include "graph/onnx_loader.h"
 #include "graph/ops.h"
@@ -24,6 +24,7 @@
 #include "runtime/executor.h"
 #include "tests/onnx_writer.h"
 #include "tests/support.h"
+#include "tests/temp_dir.h"
 
 namespace placer {
 namespace {
@@ -33,12 +34,14 @@ namespace ox = test_support::onnx;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
+// This suite's files: a directory of its own, removed when the suite exits.
+const test_support::TempDir& SuiteDir() {
+  static const test_support::TempDir dir("placer_onnx_test");
+  return dir;
+}
+
 fs::path WriteModel(const std::string& name, const std::string& bytes) {
-  fs::path dir = fs::temp_directory_path() / "placer_onnx_test";
-  fs::create_directories(dir);
-  fs::path file = dir / name;
-  std::ofstream(file, std::ios::binary) << bytes;
-  return file;
+  return SuiteDir().Write(name, bytes);
 }
 
 std::string LoadError(const fs::path& file, const graph::OnnxOptions& options = {}) {
@@ -165,8 +168,7 @@ TEST(OnnxLoaderTest, ErrorsNameTheFileAndTheNode) {
   fs::path truncated = WriteModel("truncated.onnx", bytes.substr(0, bytes.size() / 2));
   EXPECT_THAT(LoadError(truncated), HasSubstr("truncated"));
   EXPECT_THAT(LoadError(WriteModel("empty.onnx", "")), HasSubstr("empty"));
-  EXPECT_THAT(LoadError(fs::temp_directory_path() / "placer_onnx_test" / "absent.onnx"),
-              HasSubstr("cannot read"));
+  EXPECT_THAT(LoadError(SuiteDir() / "absent.onnx"), HasSubstr("cannot read"));
 
   ox::Model badshape = ox::SmallClassifier();
   badshape.inputs = {ox::FloatValue("x", {2, 7})};
@@ -175,8 +177,8 @@ TEST(OnnxLoaderTest, ErrorsNameTheFileAndTheNode) {
 }
 
 TEST(OnnxConfigTest, ModelOnnxReplacesBuiltinAndIsRelativeToTheConfigFile) {
-  const fs::path dir = fs::temp_directory_path() / "placer_onnx_config";
-  fs::create_directories(dir);
+  const test_support::TempDir temp("placer_onnx_config");
+  const fs::path& dir = temp.path();
   std::ofstream(dir / "c.yaml") << "model:\n  onnx: models/m.onnx\n  batch_size: 4\n";
   const config::Config c = config::LoadConfig(dir / "c.yaml");
   EXPECT_EQ(c.model.onnx, dir / "models" / "m.onnx");
@@ -251,8 +253,8 @@ TEST(OnnxBatchTest, AModelBrokenAtItsOwnBatchIsNotABatchError) {
 }
 
 TEST(OnnxBatchTest, ConfigsTakeTheFilesBatchAndAskForOneWhenItIsDynamic) {
-  const fs::path dir = fs::temp_directory_path() / "placer_onnx_batch_config";
-  fs::create_directories(dir);
+  const test_support::TempDir temp("placer_onnx_batch_config");
+  const fs::path& dir = temp.path();
   std::ofstream(dir / "static.onnx", std::ios::binary) << ox::Encode(ox::SmallClassifier(6));
   std::ofstream(dir / "c.yaml") << "model:\n  onnx: static.onnx\n";
   EXPECT_EQ(config::LoadConfig(dir / "c.yaml").model.batch_size, 6);
@@ -266,13 +268,12 @@ TEST(OnnxBatchTest, ConfigsTakeTheFilesBatchAndAskForOneWhenItIsDynamic) {
                         HasSubstr("set model.batch_size"))));
   std::ofstream(dir / "e.yaml") << "model:\n  onnx: dynamic.onnx\n  batch_size: 3\n";
   EXPECT_EQ(config::LoadConfig(dir / "e.yaml").model.batch_size, 3);
-  fs::remove_all(dir);
 }
 
 // What compare and search ask before building a data-parallel or replicated graph.
 TEST(OnnxBatchTest, TheModelFactoryReportsAndThrowsTheBatchError) {
-  const fs::path dir = fs::temp_directory_path() / "placer_onnx_batch_factory";
-  fs::create_directories(dir);
+  const test_support::TempDir temp("placer_onnx_batch_factory");
+  const fs::path& dir = temp.path();
   std::ofstream(dir / "baked.onnx", std::ios::binary) << ox::Encode(ox::BakedBatchClassifier(2));
   std::ofstream(dir / "c.yaml") << "model:\n  onnx: baked.onnx\n";
   const config::Config c = config::LoadConfig(dir / "c.yaml");
@@ -284,7 +285,6 @@ TEST(OnnxBatchTest, TheModelFactoryReportsAndThrowsTheBatchError) {
   EXPECT_THROW(cli::BuildReplicated(c, 2), graph::BatchError);
   const config::Config lenet = config::ParseConfig("model:\n  builtin: lenet\n", "x.yaml");
   EXPECT_EQ(cli::BatchProblem(lenet, 3), std::nullopt);
-  fs::remove_all(dir);
 }
 
 // ---------------------------------------------------------------------------------------------

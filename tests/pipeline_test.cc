@@ -7,10 +7,8 @@
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 #include <random>
 #include <string>
 
@@ -24,6 +22,7 @@
 #include "runtime/sim/cost_model.h"
 #include "runtime/sim/simulator.h"
 #include "tests/support.h"
+#include "tests/temp_dir.h"
 #include "tests/torch_support.h"
 
 namespace placer::runtime {
@@ -257,25 +256,7 @@ TEST(PipelineMemoryTest, OneFOneBFitsWhereGPipeRunsOutOfMemory) {
   EXPECT_TRUE(limited_simulator.Simulate(one_f_one_b).valid);
 }
 
-// A folder of its own per test, removed afterwards.
-class TempFolder {
- public:
-  TempFolder() {
-    path_ = std::filesystem::temp_directory_path() /
-            fmt::format("pipeline_test_{}_{}", ::getpid(), counter_++);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempFolder() { std::filesystem::remove_all(path_); }
-  const std::filesystem::path& path() const { return path_; }
-  std::filesystem::path Write(const std::string& name, const std::string& text) const {
-    std::ofstream(path_ / name) << text;
-    return path_ / name;
-  }
-
- private:
-  static inline int counter_ = 0;
-  std::filesystem::path path_;
-};
+using TempFolder = test_support::TempDir;
 
 // A pipelined placement written to a file (YAML and protobuf) reads back whole: the micro-batch
 // count and schedule come first, so that the reader can build the micro-batched step, then every

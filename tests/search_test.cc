@@ -29,6 +29,7 @@
 #include "runtime/sim/cost_model.h"
 #include "runtime/sim/simulator.h"
 #include "tests/support.h"
+#include "tests/temp_dir.h"
 #include "tests/torch_support.h"
 
 namespace placer::search {
@@ -536,22 +537,9 @@ RunIdentity IdentityOf(const TowersInstance& instance, const std::string& groupi
           instance.problem.evaluator->space().replica_counts()};
 }
 
-class TemporaryDirectory {
- public:
-  explicit TemporaryDirectory(const std::string& name)
-      : path_(std::filesystem::temp_directory_path() / name) {
-    std::filesystem::remove_all(path_);
-  }
-  ~TemporaryDirectory() { std::filesystem::remove_all(path_); }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
-
 TEST(SearchTest, ResumedRunEndsLikeAnUninterruptedOne) {
   TowersInstance instance(2, {1, 2});
-  TemporaryDirectory root("placer_search_test_resume");
+  test_support::TempDir root("placer_search_test_resume");
   const SearchProblem problem = instance.problem.Problem({{"cpu:0", instance.AllOn(0)}});
   SearchOptions whole = SmallSearch(3);
   whole.policy_steps = 12;
@@ -602,7 +590,7 @@ TEST(SearchTest, ResumedRunEndsLikeAnUninterruptedOne) {
 
 TEST(SearchTest, WarmStartsAreJudgedFirstAndLoggedByName) {
   TowersInstance instance(2, {1, 2});
-  TemporaryDirectory root("placer_search_test_warm");
+  test_support::TempDir root("placer_search_test_warm");
   SearchOptions o = SmallSearch(4);
   o.policy_steps = 2;
   o.final_refine_rounds = 0;
@@ -625,7 +613,7 @@ TEST(SearchTest, WarmStartsAreJudgedFirstAndLoggedByName) {
 
 TEST(SearchTest, AFreshRunRefusesACheckpointedDirectoryAndAResumeUnderAnotherGroupingIsRefused) {
   TowersInstance instance(2);
-  TemporaryDirectory root("placer_search_test_refuse");
+  test_support::TempDir root("placer_search_test_refuse");
   SearchOptions o = SmallSearch(5);
   o.policy_steps = 2;
   o.final_refine_rounds = 0;

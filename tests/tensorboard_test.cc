@@ -10,6 +10,7 @@
 
 #include "proto/writers.h"
 #include "tensorboard.pb.h"
+#include "tests/temp_dir.h"
 
 namespace placer::proto {
 namespace {
@@ -38,8 +39,8 @@ std::vector<tensorboard::Event> ReadEvents(const std::filesystem::path& file) {
 }
 
 TEST(TensorBoardWriterTest, WritesFramedEventsThatParseBack) {
-  auto dir = std::filesystem::temp_directory_path() / "placer_tensorboard_test";
-  std::filesystem::remove_all(dir);
+  const test_support::TempDir temp("placer_tensorboard_test");
+  const std::filesystem::path dir = temp / "events";
   std::filesystem::path file;
   {
     TensorBoardWriter writer(dir);

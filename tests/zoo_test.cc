@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "cli/model_factory.h"
-#include "config/config.h"
+#include "placer/config/config.h"
 #include "graph/data_parallel.h"
 #include "graph/ops.h"
 #include "graph/placement.h"
