@@ -15,6 +15,7 @@
 #include "cli/search_setup.h"
 #include "cli/worker_command.h"
 #include "placer/config/config.h"
+#include "graph/micro_batches.h"
 #include "graph/placement.h"
 #include "proto/writers.h"
 #include "runtime/device.h"
@@ -58,6 +59,12 @@ int Validate(const Commands& c) {
   return kExitOk;
 }
 
+// Protobuf placements (what `placer search` writes next to the YAML) go by extension.
+bool IsProtoFile(const std::string& path) {
+  const std::string ext = std::filesystem::path(path).extension().string();
+  return ext == ".pb" || ext == ".pbtxt" || ext == ".txtpb";
+}
+
 // The placement named on the command line: a YAML file (its variants chosen by the device count
 // and `facts`, see ExpertFacts), or every op on one device (by default the first configured
 // device).
@@ -69,9 +76,7 @@ graph::Placement ChoosePlacement(const Commands& c, const graph::Graph& graph,
     if (!c.device.empty()) throw InputError("give either --placement or --device, not both");
     description = c.placement_path;
     try {
-      // Protobuf placements (what `placer search` writes next to the YAML) by extension.
-      const std::string ext = std::filesystem::path(c.placement_path).extension().string();
-      if (ext == ".pb" || ext == ".pbtxt" || ext == ".txtpb") {
+      if (IsProtoFile(c.placement_path)) {
         return proto::ReadPlacementProto(c.placement_path, graph, names);
       }
       return graph::ReadPlacementYaml(c.placement_path, graph, names, facts);
@@ -113,17 +118,45 @@ void PrintEvaluation(const runtime::EvaluationResult& r, std::ostream& out) {
 int ReplicasFor(const Commands& c, const config::Config& config) {
   if (c.placement_path.empty()) return config.model.replicas;
   try {
-    const std::string ext = std::filesystem::path(c.placement_path).extension().string();
-    return ext == ".pb" || ext == ".pbtxt" || ext == ".txtpb"
-               ? proto::ReadPlacementProtoReplicas(c.placement_path)
-               : graph::ReadPlacementReplicas(c.placement_path);
+    return IsProtoFile(c.placement_path) ? proto::ReadPlacementProtoReplicas(c.placement_path)
+                                         : graph::ReadPlacementReplicas(c.placement_path);
   } catch (const graph::PlacementError& error) {
     throw InputError(error.what());
   }
 }
 
+// The micro-batch count and schedule of the placement file (`micro_batches:`, `schedule:`), or
+// none.
+graph::PipelineSettings PipelineFor(const Commands& c) {
+  if (c.placement_path.empty()) return {};
+  try {
+    return IsProtoFile(c.placement_path) ? proto::ReadPlacementProtoPipeline(c.placement_path)
+                                         : graph::ReadPlacementPipeline(c.placement_path);
+  } catch (const graph::PlacementError& error) {
+    throw InputError(error.what());
+  }
+}
+
+// The training step the placement file is for: replicated, micro-batched (its op names are then
+// "m<k>/<op>"), or the configured model.
 graph::Graph ModelFor(const Commands& c, const config::Config& config) {
   const int replicas = ReplicasFor(c, config);
+  const graph::PipelineSettings pipeline = PipelineFor(c);
+  if (pipeline.micro_batches > 1) {
+    if (replicas > 1) {
+      throw InputError(fmt::format(
+          "{}: replicas {} and micro_batches {}: a replicated step with micro-batches is not "
+          "built (give one of the two)",
+          c.placement_path, replicas, pipeline.micro_batches));
+    }
+    try {
+      return graph::BuildMicroBatched(ForwardBuilderFor(config), config.model.batch_size,
+                                      pipeline.micro_batches, config.model.learning_rate)
+          .graph;
+    } catch (const graph::GraphError& error) {
+      throw InputError(fmt::format("{}: {}", c.placement_path, error.what()));
+    }
+  }
   return replicas > 1 ? BuildReplicated(config, replicas).graph : BuildSingleModel(config);
 }
 
@@ -143,6 +176,11 @@ int Evaluate(const Commands& c) {
     description = fmt::format("data parallel, shards of {}", fmt::join(dp->shard_sizes, "/"));
   } else {
     placement = ChoosePlacement(c, model, devices, description, ExpertFacts(config));
+    if (placement.micro_batches > 1) {
+      description += fmt::format(" ({} micro-batches of {} rows, {})", placement.micro_batches,
+                                 config.model.batch_size / placement.micro_batches,
+                                 graph::ToString(placement.schedule));
+    }
   }
   const graph::Graph& graph = dp ? dp->graph : model;
   std::cout << fmt::format("model: {} (batch {}), placement: {}, devices: {}\n",

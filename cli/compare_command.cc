@@ -170,8 +170,9 @@ int RunCompareCommand(const Commands& c) {
     report.rows.push_back(RowOf(pending[i], slot[i] ? &judged[*slot[i]] : nullptr, *setup));
   }
   std::optional<search::PlacementPicture> pipeline_picture;
-  // The pipeline baseline runs micro-batched graphs, which the candidates of the search's action
-  // space are not: it is simulated on its own, so only a simulated comparison has its row.
+  // The pipeline baseline tries micro-batch counts up to 32 on micro-batched graphs of its own,
+  // simulated; a measured comparison's search has no pipelines (search.micro_batches), so that
+  // only a simulated comparison has its row.
   if (setup->measured) {
     std::cout << "note: the pipeline baseline is simulated only; no row under a measured judge\n";
   } else {

@@ -57,11 +57,11 @@ search::PlacementPicture PictureOf(const SearchSetup& setup, const std::string& 
       .description = search::Summarise(simulated.space(), candidate, setup.names),
       .devices = setup.names,
       .layers = LayersOf(setup, candidate)};
-  const search::ReplicatedModel& model = simulated.model(candidate.replicas);
+  const search::ReplicatedModel& model = simulated.model(candidate);
   const graph::Placement placement = simulated.PlacementOf(candidate);
-  const auto& simulator =
-      dynamic_cast<const sim::SimulatedEvaluator&>(simulated.evaluator(candidate.replicas))
-          .simulator();
+  const auto& simulator = dynamic_cast<const sim::SimulatedEvaluator&>(
+                              simulated.evaluator(candidate.replicas, candidate.micro_batches))
+                              .simulator();
   sim::SimulationResult predicted = simulator.Simulate(placement, /*record_trace=*/true);
   if (predicted.valid) {
     const std::string file = file_stem + ".simulated.json";

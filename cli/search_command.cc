@@ -81,11 +81,12 @@ int RunSearchCommand(const Commands& c) {
   const search::ActionSpace& space = setup->simulated->space();
   const config::SearchConfig& s = config.search;
   std::cout << fmt::format(
-      "placer search: {} ({} groups: {}), devices {}, replica counts {}, {} evaluator{}; budget "
-      "{} policy steps x {} samples, {} evaluations, {:.0f} s; outputs in {}{}\n",
+      "placer search: {} ({} groups: {}), devices {}, replica counts {}, micro-batch counts {}, "
+      "{} evaluator{}; budget {} policy steps x {} samples, {} evaluations, {:.0f} s; outputs in "
+      "{}{}\n",
       config.model.name(), setup->grouping.num_groups(), setup->grouping_name,
       fmt::join(setup->names, ", "), fmt::join(space.replica_counts(), "/"),
-      config::ToString(s.evaluator),
+      fmt::join(space.micro_batch_counts(), "/"), config::ToString(s.evaluator),
       setup->measured ? " (learning on the profiled simulator, then measuring side by side)" : "",
       s.policy ? s.policy_steps : 0, s.samples_per_step, s.max_evaluations, s.max_wall_seconds,
       config.output.directory.string(), c.resume ? " (resuming)" : "");
@@ -183,7 +184,7 @@ int RunSearchCommand(const Commands& c) {
     answer.method = fmt::format("learned: {}", rows[*winner].method);
     rows.insert(rows.begin(), answer);
     const search::Candidate& best = *answer.candidate;
-    const search::ReplicatedModel& model = setup->judge().model(best.replicas);
+    const search::ReplicatedModel& model = setup->judge().model(best);
     search::WriteBestPlacement(config.output.directory, model.graph,
                                setup->judge().PlacementOf(best), best.replicas, config.model.name(),
                                answer.judged.result.step_seconds, setup->judge().name());

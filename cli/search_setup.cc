@@ -13,8 +13,10 @@
 
 #include "cli/commands.h"
 #include "cli/model_factory.h"
-#include "runtime/cluster/worker_pool.h"
+#include "graph/micro_batches.h"
 #include "placer/baselines/baselines.h"
+#include "placer/baselines/pipeline.h"
+#include "runtime/cluster/worker_pool.h"
 #include "runtime/measured_evaluator.h"
 #include "runtime/profiler.h"
 #include "runtime/sim/simulated_evaluator.h"
@@ -149,6 +151,28 @@ void AddScaledOut(SearchSetup& s, const search::ActionSpace& space) {
   }
 }
 
+// Where the space has pipelines: the pipeline baseline's contiguous stages (its dynamic program,
+// placer/baselines/pipeline.h) with every micro-batch count and schedule of the space, each stage
+// mapped onto the single-device option of its device, group by group.
+void AddPipelineStarts(SearchSetup& s, const search::ActionSpace& space) {
+  if (!space.has_pipelines()) return;
+  baselines::StagePartition stages;
+  try {
+    stages = baselines::PartitionIntoStages(s.base(), s.devices, *s.costs.front());
+  } catch (const std::exception& error) {
+    s.notes.push_back(fmt::format("no pipeline warm start: {}", error.what()));
+    return;
+  }
+  const search::Candidate cut =
+      FromGroupDevices(space, graph::GroupDevices(s.base(), s.grouping, stages.placement));
+  for (const search::StepShape& shape : space.shapes()) {
+    if (shape.micro_batches == 1) continue;
+    s.pipelined.push_back({fmt::format("pipeline (contiguous stages), M = {}, {}",
+                                       shape.micro_batches, graph::ToString(shape.schedule)),
+                           space.WithShape(cut, shape)});
+  }
+}
+
 }  // namespace
 
 std::vector<search::NamedCandidate> SearchSetup::WarmStarts() const {
@@ -159,8 +183,10 @@ std::vector<search::NamedCandidate> SearchSetup::WarmStarts() const {
       warm.push_back({b.name, *b.candidate});
     }
   }
-  for (const search::NamedCandidate& c : scaled_out) {
-    if (seen.insert(search::KeyOf(c.candidate)).second) warm.push_back(c);
+  for (const auto* list : {&scaled_out, &pipelined}) {
+    for (const search::NamedCandidate& c : *list) {
+      if (seen.insert(search::KeyOf(c.candidate)).second) warm.push_back(c);
+    }
   }
   return warm;
 }
@@ -198,17 +224,27 @@ std::string GroupingName(const config::Config& config) {
 }
 
 std::string DescribeSetup(const SearchSetup& s) {
-  std::vector<std::string> counts, ops;
+  std::vector<std::string> counts, ops, micro_batches, micro_batch_ops;
   for (const auto& m : s.models) {
-    counts.push_back(std::to_string(m->replicas));
-    ops.push_back(std::to_string(m->graph.num_ops()));
+    (m->micro_batches == 1 ? counts : micro_batches)
+        .push_back(std::to_string(m->micro_batches == 1 ? m->replicas : m->micro_batches));
+    (m->micro_batches == 1 ? ops : micro_batch_ops).push_back(std::to_string(m->graph.num_ops()));
   }
-  return fmt::format("models of {} replicas ({} ops), {} warm starts, set-up {:.1f} s",
-                     fmt::join(counts, "/"), fmt::join(ops, "/"), s.WarmStarts().size(),
+  const std::string pipelines =
+      micro_batches.empty()
+          ? ""
+          : fmt::format(" and of 1 replica in {} micro-batches ({} ops)",
+                        fmt::join(micro_batches, "/"), fmt::join(micro_batch_ops, "/"));
+  return fmt::format("models of {} replicas ({} ops){}, {} warm starts, set-up {:.1f} s",
+                     fmt::join(counts, "/"), fmt::join(ops, "/"), pipelines, s.WarmStarts().size(),
                      s.setup_seconds);
 }
 
 std::string DescribeReplicas(const search::ReplicatedModel& model) {
+  if (model.micro_batches > 1) {
+    return fmt::format("{} micro-batches of {}", model.micro_batches,
+                       model.shard_sizes.front() / model.micro_batches);
+  }
   return model.replicas == 1
              ? "1 replica"
              : fmt::format("{} replicas ({})", model.replicas, fmt::join(model.shard_sizes, "/"));
@@ -251,12 +287,38 @@ std::unique_ptr<SearchSetup> BuildSearchSetup(const config::Config& config, std:
           config.source.string(), r, devices, config.model.batch_size));
     }
   }
+  // Pipelines are searched on the simulator here; the measured evaluators and the cluster's
+  // workers build the model by its replica count alone.
+  const bool pipelines_judged_here = !measured && config.cluster.workers == 0;
+  std::vector<int> micro_batches =
+      config.search.micro_batches.empty()
+          ? (pipelines_judged_here ? search::ActionSpace::DefaultMicroBatchCounts(
+                                         config.model.batch_size, base.num_ops())
+                                   : std::vector<int>{1})
+          : config.search.micro_batches;
+  for (int m : micro_batches) {
+    if (m > 1 && !pipelines_judged_here) {
+      throw InputError(fmt::format(
+          "{}: search.micro_batches: {}: pipelines are searched with a simulated evaluator and no "
+          "cluster only; give [1]",
+          config.source.string(), m));
+    }
+  }
   s->models = search::BuildReplicatedModels(std::move(base), s->grouping, ForwardBuilderFor(config),
                                             config.model.batch_size, config.model.learning_rate,
                                             wanted, &s->notes);
-  std::vector<int> counts;
-  for (const auto& m : s->models) counts.push_back(m->replicas);
-  const search::ActionSpace space(devices, counts);
+  search::AddMicroBatchedModels(s->models, s->grouping, ForwardBuilderFor(config),
+                                config.model.batch_size, config.model.learning_rate, micro_batches,
+                                &s->notes);
+  std::vector<int> counts, micro_batch_counts;
+  for (const auto& m : s->models) {
+    if (m->micro_batches == 1) {
+      counts.push_back(m->replicas);
+    } else {
+      micro_batch_counts.push_back(m->micro_batches);
+    }
+  }
+  const search::ActionSpace space(devices, counts, micro_batch_counts);
 
   if (measured) {
     // The search learns on a simulator of these very devices: each op of each model timed here.
@@ -310,6 +372,7 @@ std::unique_ptr<SearchSetup> BuildSearchSetup(const config::Config& config, std:
   }
   AddBaselines(*s, space);
   AddScaledOut(*s, space);
+  AddPipelineStarts(*s, space);
   if (s->pool) {
     s->pool->WaitForWorkers();
     log << fmt::format("cluster: {} worker{} joined\n", s->pool->workers(),
@@ -342,8 +405,13 @@ search::SearchOptions SearchOptionsFor(const SearchSetup& setup) {
 }
 
 search::RunIdentity RunIdentityFor(const SearchSetup& s) {
-  return {s.config.model.name(),   s.grouping_name, graph::GroupingFingerprint(s.grouping),
-          s.grouping.num_groups(), s.names,         s.simulated->space().replica_counts()};
+  return {s.config.model.name(),
+          s.grouping_name,
+          graph::GroupingFingerprint(s.grouping),
+          s.grouping.num_groups(),
+          s.names,
+          s.simulated->space().replica_counts(),
+          s.simulated->space().micro_batch_counts()};
 }
 
 }  // namespace placer::cli

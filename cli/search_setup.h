@@ -1,7 +1,8 @@
 // What `placer search` and `placer compare` build from a config before searching: the model at
-// every replica count of the action space, its groups, the simulators the search learns on (a
-// profile of these devices when the config's evaluator is measured), the measured evaluators
-// that verify, and every baseline as a candidate (the warm starts and compare's rows).
+// every replica count (and micro-batch count) of the action space, its groups, the simulators the
+// search learns on (a profile of these devices when the config's evaluator is measured), the
+// measured evaluators that verify, and every baseline as a candidate (the warm starts and compare's
+// rows).
 #pragma once
 
 #include <iosfwd>
@@ -55,6 +56,9 @@ struct SearchSetup {
   // Warm starts derived from the baselines: model parallelism inside each replica, data
   // parallelism between replicas (a baseline on the first D / R devices, copied R times).
   std::vector<search::NamedCandidate> scaled_out;
+  // Where the search has pipelines: the pipeline baseline's contiguous stages at every micro-batch
+  // count and schedule searched.
+  std::vector<search::NamedCandidate> pipelined;
   double lower_bound_seconds = 0;  // over every replica count (simulated costs)
   std::vector<std::string> notes;  // replica counts left out, and why
   double setup_seconds = 0;        // building, profiling and the baselines
@@ -66,7 +70,8 @@ struct SearchSetup {
   std::vector<search::NamedCandidate> WarmStarts() const;
 };
 
-// "models of 1/2/4 replicas (2,736/5,580/11,268 ops), 31 warm starts, set-up 2.1 s".
+// "models of 1/2/4 replicas (2,736/5,580/11,268 ops) and of 1 replica in 2/4 micro-batches
+// (5,480/10,960 ops), 31 warm starts, set-up 2.1 s".
 std::string DescribeSetup(const SearchSetup& setup);
 
 // Builds everything, reporting what takes time on `log`. Throws ConfigError, GraphError or

@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "graph/micro_batches.h"
 #include "graph/training_step.h"
 
 namespace placer::graph {
@@ -265,13 +266,69 @@ int ReadPlacementReplicas(const std::filesystem::path& file) {
   return replicas;
 }
 
+namespace {
+
+PipelineSettings ParsePipeline(const std::filesystem::path& file, const YAML::Node& root) {
+  PipelineSettings settings;
+  if (const YAML::Node value = root["micro_batches"]) {
+    int count = 0;
+    try {
+      count = value.as<int>();
+    } catch (const YAML::Exception&) {
+    }
+    if (count < 1) {
+      throw PlacementError(
+          fmt::format("{}: micro_batches: expected a micro-batch count >= 1, got {}",
+                      Where(file, value), Describe(value)));
+    }
+    settings.micro_batches = count;
+  }
+  if (const YAML::Node value = root["schedule"]) {
+    try {
+      if (!value.IsScalar()) throw GraphError("expected gpipe or 1f1b");
+      settings.schedule = ParsePipelineSchedule(value.Scalar());
+    } catch (const GraphError&) {
+      throw PlacementError(fmt::format("{}: schedule: expected gpipe or 1f1b, got {}",
+                                       Where(file, value), Describe(value)));
+    }
+  }
+  return settings;
+}
+
+// Whether `graph` is the step micro-batched `micro_batches` times: every forward op is named
+// "m<k>/<op>", k up to M - 1. Any graph will do for M = 1.
+bool IsMicroBatched(const Graph& graph, int micro_batches) {
+  if (micro_batches == 1) return true;
+  int highest = -1;
+  for (OpId id : graph.OpsInPhase(Phase::kForward)) {
+    const std::optional<int> k = MicroBatchOfName(graph.op(id).name);
+    if (!k) return false;
+    highest = std::max(highest, *k);
+  }
+  return highest == micro_batches - 1;
+}
+
+}  // namespace
+
+PipelineSettings ReadPlacementPipeline(const std::filesystem::path& file) {
+  return ParsePipeline(file, LoadPlacementRoot(file));
+}
+
 Placement ReadPlacementYaml(const std::filesystem::path& file, const Graph& graph,
                             const std::vector<std::string>& devices,
                             const std::map<std::string, std::string>& facts) {
   const YAML::Node root = LoadPlacementRoot(file);
   CheckBodyKeys(file, root, "",
-                {"devices", "replicas", "default", "placement", "rules", "variants"},
+                {"devices", "replicas", "micro_batches", "schedule", "default", "placement",
+                 "rules", "variants"},
                 {"model", "step_time_seconds"});
+  const PipelineSettings pipeline = ParsePipeline(file, root);
+  if (!IsMicroBatched(graph, pipeline.micro_batches)) {
+    throw PlacementError(fmt::format(
+        "{}: micro_batches: {}: the model it is read against is not micro-batched that many times "
+        "(build it with graph::BuildMicroBatched at the count ReadPlacementPipeline gives)",
+        file.string(), pipeline.micro_batches));
+  }
   if (const YAML::Node value = root["devices"]) {
     if (!value.IsSequence()) {
       throw PlacementError(fmt::format("{}: devices: expected a list", Where(file, value)));
@@ -280,7 +337,10 @@ Placement ReadPlacementYaml(const std::filesystem::path& file, const Graph& grap
       DeviceIndex(devices, device.Scalar(), Where(file, device), "devices");
     }
   }
-  Placement placement{devices, std::vector<int>(static_cast<size_t>(graph.num_ops()), -1)};
+  Placement placement{.devices = devices,
+                      .device_of_op = std::vector<int>(static_cast<size_t>(graph.num_ops()), -1),
+                      .micro_batches = pipeline.micro_batches,
+                      .schedule = pipeline.schedule};
   const PlacementBody body{file, graph, devices};
   const YAML::Node variants = root["variants"];
   if (!variants) {
@@ -354,6 +414,10 @@ std::string PlacementToYaml(const Graph& graph, const Placement& placement, int 
   out << YAML::BeginMap;
   out << YAML::Key << "devices" << YAML::Value << YAML::Flow << placement.devices;
   if (replicas > 1) out << YAML::Key << "replicas" << YAML::Value << replicas;
+  if (placement.micro_batches > 1) {
+    out << YAML::Key << "micro_batches" << YAML::Value << placement.micro_batches;
+    out << YAML::Key << "schedule" << YAML::Value << ToString(placement.schedule);
+  }
   out << YAML::Key << "placement" << YAML::Value << YAML::BeginMap;
   for (OpId id : graph.TopologicalOrder()) {
     if (graph.op(id).phase != Phase::kForward) continue;

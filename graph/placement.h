@@ -45,6 +45,8 @@ std::vector<int> HomeDevices(const Graph& graph, const std::vector<int>& op_devi
 // Placement files are YAML:
 //   devices: [cpu:0, cpu:1]     # optional; defaults to the devices given to the reader
 //   replicas: 2                 # optional; the model's replica count (ReadPlacementReplicas)
+//   micro_batches: 4            # optional; the step's micro-batch count M (ReadPlacementPipeline):
+//   schedule: 1f1b              #   above 1, op names are "m<k>/<op>"; schedule gpipe (default)
 //   default: cpu:0              # optional; for ops not listed
 //   placement: {conv1: cpu:0, conv2: cpu:1, ...}   # forward op name -> device
 //   rules:                      # optional; op name glob patterns, in order
@@ -76,7 +78,17 @@ Placement ReadPlacementYaml(const std::filesystem::path& file, const Graph& grap
 // ops are named "r<replica>/<op>"; 1 when absent), so that the caller can build that model before
 // reading the placement. Throws PlacementError naming the file and line.
 int ReadPlacementReplicas(const std::filesystem::path& file);
-// `replicas` > 1 is written as the file's `replicas` key.
+// The micro-batch count and schedule a placement file is for (`micro_batches: M`, `schedule:
+// gpipe|1f1b`; M = 1 and GPipe when absent), so that the caller can build the micro-batched step
+// (graph/micro_batches.h) before reading the placement, whose op names are then "m<k>/<op>".
+// Throws PlacementError naming the file, key and line for a count below 1 or an unknown schedule.
+struct PipelineSettings {
+  int micro_batches = 1;
+  PipelineSchedule schedule = PipelineSchedule::kGPipe;
+};
+PipelineSettings ReadPlacementPipeline(const std::filesystem::path& file);
+// `replicas` > 1 is written as the file's `replicas` key; the placement's micro_batches > 1 as
+// `micro_batches` and `schedule`.
 std::string PlacementToYaml(const Graph& graph, const Placement& placement, int replicas = 1);
 void WritePlacementYaml(const std::filesystem::path& file, const Graph& graph,
                         const Placement& placement, int replicas = 1);

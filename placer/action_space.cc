@@ -7,9 +7,12 @@
 #include <map>
 #include <stdexcept>
 
+#include "graph/micro_batches.h"
+
 namespace placer::search {
 
-ActionSpace::ActionSpace(int num_devices, std::vector<int> replica_counts)
+ActionSpace::ActionSpace(int num_devices, std::vector<int> replica_counts,
+                         std::vector<int> micro_batch_counts)
     : num_devices_(num_devices) {
   if (num_devices < 1) throw std::invalid_argument("the action space needs at least one device");
   replica_counts.push_back(1);
@@ -23,6 +26,22 @@ ActionSpace::ActionSpace(int num_devices, std::vector<int> replica_counts)
     }
   }
   replica_counts_ = std::move(replica_counts);
+  micro_batch_counts.push_back(1);
+  std::sort(micro_batch_counts.begin(), micro_batch_counts.end());
+  micro_batch_counts.erase(std::unique(micro_batch_counts.begin(), micro_batch_counts.end()),
+                           micro_batch_counts.end());
+  if (micro_batch_counts.front() < 1) {
+    throw std::invalid_argument(fmt::format("micro-batch count {} is not a count (at least 1)",
+                                            micro_batch_counts.front()));
+  }
+  micro_batch_counts_ = std::move(micro_batch_counts);
+  for (int r : replica_counts_) shapes_.push_back({r, 1, graph::PipelineSchedule::kGPipe});
+  for (int m : micro_batch_counts_) {
+    if (m == 1) continue;
+    for (auto schedule : {graph::PipelineSchedule::kGPipe, graph::PipelineSchedule::kOneFOneB}) {
+      shapes_.push_back({1, m, schedule});
+    }
+  }
   // Widths are the replica counts: a width must divide some R to be usable at all.
   for (int width : replica_counts_) {
     const int stride = num_devices / width;
@@ -42,6 +61,39 @@ std::vector<int> ActionSpace::DefaultReplicaCounts(int num_devices, int64_t max_
   for (int r = 1; r <= num_devices && r <= max_replicas; r *= 2) counts.push_back(r);
   if (num_devices <= max_replicas && counts.back() != num_devices) counts.push_back(num_devices);
   return counts;
+}
+
+std::vector<int> ActionSpace::DefaultMicroBatchCounts(int64_t batch, int64_t step_ops,
+                                                      int max_count) {
+  std::vector<int> counts;
+  for (int m = 1; m <= max_count; m *= 2) {
+    if (batch % m == 0 && (m == 1 || int64_t{m} * step_ops <= kMaxPipelineOps)) {
+      counts.push_back(m);
+    }
+  }
+  return counts;
+}
+
+int ActionSpace::ShapeIndex(const Candidate& candidate) const {
+  const StepShape want{candidate.replicas, candidate.micro_batches, candidate.schedule};
+  for (size_t i = 0; i < shapes_.size(); ++i) {
+    if (shapes_[i] == want) return static_cast<int>(i);
+  }
+  throw std::invalid_argument(fmt::format(
+      "{} replicas with {} micro-batches ({}): not a shape of the search (replica counts {}; "
+      "micro-batch counts {}, with one replica; M = 1 runs as gpipe)",
+      candidate.replicas, candidate.micro_batches, graph::ToString(candidate.schedule),
+      fmt::join(replica_counts_, ", "), fmt::join(micro_batch_counts_, ", ")));
+}
+
+Candidate ActionSpace::WithShape(Candidate candidate, const StepShape& shape) const {
+  if (shape.replicas != candidate.replicas) {
+    for (int& option : candidate.options) option = Nearest(option, shape.replicas);
+  }
+  candidate.replicas = shape.replicas;
+  candidate.micro_batches = shape.micro_batches;
+  candidate.schedule = shape.schedule;
+  return candidate;
 }
 
 int ActionSpace::DeviceOf(int option, int replica, int replicas) const {
@@ -84,13 +136,13 @@ int ActionSpace::Nearest(int option, int replicas) const {
 }
 
 std::optional<Candidate> ActionSpace::ScaleOut(const Candidate& candidate, int replicas) const {
-  if (replicas % candidate.replicas != 0 ||
+  if (replicas % candidate.replicas != 0 || candidate.micro_batches != 1 ||
       std::find(replica_counts_.begin(), replica_counts_.end(), replicas) ==
           replica_counts_.end()) {
     return std::nullopt;
   }
   const int factor = replicas / candidate.replicas;
-  Candidate scaled{replicas, {}};
+  Candidate scaled{.replicas = replicas};
   for (int option : candidate.options) {
     const ParallelOption& o = options_[static_cast<size_t>(option)];
     const auto widened =
@@ -128,6 +180,7 @@ void ActionSpace::Check(const Candidate& candidate, int groups) const {
     throw std::invalid_argument(fmt::format("{} replicas: the replica counts searched are {}",
                                             candidate.replicas, fmt::join(replica_counts_, ", ")));
   }
+  ShapeIndex(candidate);
   if (static_cast<int>(candidate.options.size()) != groups) {
     throw std::invalid_argument(fmt::format("the candidate places {} groups, the model has {}",
                                             candidate.options.size(), groups));
@@ -180,18 +233,34 @@ std::string Summarise(const ActionSpace& space, const Candidate& candidate,
   const std::string kind = candidate.replicas == 1 ? (uses.size() == 1 ? "" : ", model parallel")
                            : IsHybrid(candidate)   ? " (hybrid)"
                                                    : " (data parallel)";
-  return fmt::format("{} replica{}{}: {}", candidate.replicas, candidate.replicas == 1 ? "" : "s",
-                     kind, fmt::join(parts, ", "));
+  const std::string pipeline = candidate.micro_batches == 1
+                                   ? ""
+                                   : fmt::format(", {} micro-batches, {}", candidate.micro_batches,
+                                                 graph::ToString(candidate.schedule));
+  return fmt::format("{} replica{}{}{}: {}", candidate.replicas, candidate.replicas == 1 ? "" : "s",
+                     kind, pipeline, fmt::join(parts, ", "));
 }
 
+namespace {
+
+// "R", or "1/M/schedule" with micro-batches: what precedes the options in keys and logs.
+std::string ShapeText(const Candidate& candidate) {
+  return candidate.micro_batches == 1 && candidate.schedule == graph::PipelineSchedule::kGPipe
+             ? std::to_string(candidate.replicas)
+             : fmt::format("{}/{}/{}", candidate.replicas, candidate.micro_batches,
+                           graph::ToString(candidate.schedule));
+}
+
+}  // namespace
+
 std::string KeyOf(const Candidate& candidate) {
-  std::string key = std::to_string(candidate.replicas) + "|";
+  std::string key = ShapeText(candidate) + "|";
   for (int option : candidate.options) key.push_back(static_cast<char>(option));
   return key;
 }
 
 std::string FormatCandidate(const Candidate& candidate) {
-  return fmt::format("{}:{}", candidate.replicas, fmt::join(candidate.options, ","));
+  return fmt::format("{}:{}", ShapeText(candidate), fmt::join(candidate.options, ","));
 }
 
 Candidate ParseCandidate(const std::string& text) {
@@ -201,8 +270,22 @@ Candidate ParseCandidate(const std::string& text) {
   Candidate candidate;
   try {
     size_t used = 0;
-    candidate.replicas = std::stoi(text.substr(0, colon), &used);
-    if (used != colon) throw bad();
+    const std::string shape = text.substr(0, colon);
+    const size_t slash = shape.find('/');
+    candidate.replicas = std::stoi(shape.substr(0, slash), &used);
+    if (used != std::min(slash, shape.size())) throw bad();
+    if (slash != std::string::npos) {  // "R/M/schedule"
+      const size_t second = shape.find('/', slash + 1);
+      if (second == std::string::npos) throw bad();
+      const std::string count = shape.substr(slash + 1, second - slash - 1);
+      candidate.micro_batches = std::stoi(count, &used);
+      if (used != count.size()) throw bad();
+      try {
+        candidate.schedule = graph::ParsePipelineSchedule(shape.substr(second + 1));
+      } catch (const graph::GraphError&) {
+        throw bad();
+      }
+    }
     size_t begin = colon + 1;
     while (begin < text.size()) {
       size_t end = text.find(',', begin);

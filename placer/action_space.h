@@ -16,6 +16,12 @@
 // The batch is split evenly over the R replicas (graph::BuildDataParallel), the gradients of a
 // parameter's replicas are all-reduced (a bucketed ring, as DDP), so every candidate is a real
 // placement of the R-replica training step that the executor runs and the simulator predicts.
+//
+// Pipelines: a one-replica candidate may also cut the minibatch into M micro-batches (M from a
+// short list, ActionSpace::DefaultMicroBatchCounts) run under GPipe or 1F1B (graph/pipeline.h):
+// the groups' options are then the stages, contiguous or not (any group on any device). The
+// first decision is the step's *shape*: a replica count, or one replica with a micro-batch count
+// and a schedule (a replicated step with micro-batches is not built).
 // Torch-free.
 #pragma once
 
@@ -23,6 +29,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "graph/placement.h"
 
 namespace placer::search {
 
@@ -37,7 +45,19 @@ struct ParallelOption {
 struct Candidate {
   int replicas = 1;          // R, one of ActionSpace::replica_counts()
   std::vector<int> options;  // per group: an index into ActionSpace::options()
+  // M, one of ActionSpace::micro_batch_counts(); above 1 only with one replica. The schedule is
+  // GPipe when M = 1.
+  int micro_batches = 1;
+  graph::PipelineSchedule schedule = graph::PipelineSchedule::kGPipe;
   bool operator==(const Candidate&) const = default;
+};
+
+// The first decision of a candidate: its replica count, micro-batch count and schedule.
+struct StepShape {
+  int replicas = 1;
+  int micro_batches = 1;
+  graph::PipelineSchedule schedule = graph::PipelineSchedule::kGPipe;
+  bool operator==(const StepShape&) const = default;
 };
 
 struct NamedCandidate {
@@ -55,15 +75,36 @@ struct RankedCandidate {
 class ActionSpace {
  public:
   // `replica_counts`: the replica counts to search over (each >= 1 and <= num_devices; sorted and
-  // made unique here; 1 is always included). Throws std::invalid_argument when one is out of range.
-  ActionSpace(int num_devices, std::vector<int> replica_counts);
+  // made unique here; 1 is always included). `micro_batch_counts` likewise (each >= 1; 1 always
+  // included): every M > 1 gives two one-replica shapes, GPipe and 1F1B. Throws
+  // std::invalid_argument when one is out of range.
+  ActionSpace(int num_devices, std::vector<int> replica_counts,
+              std::vector<int> micro_batch_counts = {1});
 
   // 1, 2, 4, ... up to `num_devices`, and `num_devices` itself (data parallelism over every
   // device), each no larger than `max_replicas` (the batch: every replica needs a row).
   static std::vector<int> DefaultReplicaCounts(int num_devices, int64_t max_replicas);
+  // 1, 2, 4, ... up to `max_count` that divide `batch` and whose M copies of a training step of
+  // `step_ops` ops stay within kMaxPipelineOps (building and simulating them stays to seconds on
+  // the largest models: NMT with 8 layers, 52k ops, gets M <= 4). The search's default is
+  // max_count 8; compare's pipeline baseline tries up to 32.
+  static constexpr int64_t kMaxPipelineOps = 250'000;
+  static std::vector<int> DefaultMicroBatchCounts(int64_t batch, int64_t step_ops,
+                                                  int max_count = 8);
 
   int num_devices() const { return num_devices_; }
   const std::vector<int>& replica_counts() const { return replica_counts_; }
+  const std::vector<int>& micro_batch_counts() const { return micro_batch_counts_; }
+  // Every replica count with M = 1, in order, then one replica with each M > 1 under GPipe and
+  // under 1F1B.
+  const std::vector<StepShape>& shapes() const { return shapes_; }
+  bool has_pipelines() const { return micro_batch_counts_.size() > 1; }
+  // The index into shapes() of a candidate's shape; throws std::invalid_argument naming it when
+  // the space has no such shape.
+  int ShapeIndex(const Candidate& candidate) const;
+  // `candidate` with shape `shape`: a new replica count maps every option to its nearest allowed
+  // one (Nearest).
+  Candidate WithShape(Candidate candidate, const StepShape& shape) const;
   const std::vector<ParallelOption>& options() const { return options_; }
   int num_options() const { return static_cast<int>(options_.size()); }
 
@@ -101,6 +142,8 @@ class ActionSpace {
  private:
   int num_devices_;
   std::vector<int> replica_counts_;
+  std::vector<int> micro_batch_counts_;
+  std::vector<StepShape> shapes_;
   std::vector<ParallelOption> options_;
 };
 
@@ -112,10 +155,12 @@ std::string Summarise(const ActionSpace& space, const Candidate& candidate,
 // option (plain data parallelism, over some of the devices, is not a hybrid).
 bool IsHybrid(const Candidate& candidate);
 
-// A short text key of a candidate ("R|" then one byte per group), for caches and logs.
+// A short text key of a candidate ("R|" then one byte per group; "1/M/schedule|" with
+// micro-batches), for caches and logs.
 std::string KeyOf(const Candidate& candidate);
-// A printable form of the key, for the search log: "2:0,0,5,5"; ParseCandidate reads it back
-// (throws std::invalid_argument naming the text when it is malformed).
+// A printable form of the key, for the search log: "2:0,0,5,5", or "1/4/1f1b:0,0,5,5" with
+// micro-batches; ParseCandidate reads both back (the first is what logs held before pipelines;
+// throws std::invalid_argument naming the text when it is malformed).
 std::string FormatCandidate(const Candidate& candidate);
 Candidate ParseCandidate(const std::string& text);
 

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "graph/micro_batches.h"
+
 namespace placer::search {
 
 ReplicatedModel SingleReplica(graph::Graph graph, const graph::Grouping& grouping) {
@@ -65,6 +67,56 @@ std::vector<std::unique_ptr<ReplicatedModel>> BuildReplicatedModels(
   return models;
 }
 
+ReplicatedModel MicroBatched(const graph::ForwardBuilder& build_forward, int64_t batch,
+                             int micro_batches, double learning_rate, const graph::Graph& base,
+                             const graph::Grouping& grouping) {
+  graph::MicroBatchedGraph mb =
+      graph::BuildMicroBatched(build_forward, batch, micro_batches, learning_rate);
+  // Every micro-batch's copy of an op belongs to the op's group: PlaceMicroBatches' mapping of a
+  // "placement" of `base` whose devices are the groups.
+  graph::Placement groups_of_base = graph::Placement::AllOn(base, {"groups"}, 0);
+  for (graph::OpId id : base.OpsInPhase(graph::Phase::kForward)) {
+    groups_of_base.device_of_op[static_cast<size_t>(id)] =
+        grouping.group_of_op[static_cast<size_t>(id)];
+  }
+  const graph::Placement mapped =
+      graph::PlaceMicroBatches(mb, base, groups_of_base, graph::PipelineSchedule::kGPipe);
+  ReplicatedModel model;
+  model.micro_batches = micro_batches;
+  model.shard_sizes = {batch};
+  model.graph = std::move(mb.graph);
+  model.group_of_op.assign(static_cast<size_t>(model.graph.num_ops()), -1);
+  model.replica_of_op.assign(static_cast<size_t>(model.graph.num_ops()), -1);
+  model.forward_ops = model.graph.OpsInPhase(graph::Phase::kForward);
+  for (graph::OpId id : model.forward_ops) {
+    model.group_of_op[static_cast<size_t>(id)] = mapped.device_of_op[static_cast<size_t>(id)];
+    model.replica_of_op[static_cast<size_t>(id)] = 0;
+  }
+  model.num_groups = grouping.num_groups();
+  return model;
+}
+
+void AddMicroBatchedModels(std::vector<std::unique_ptr<ReplicatedModel>>& models,
+                           const graph::Grouping& grouping,
+                           const graph::ForwardBuilder& build_forward, int64_t batch,
+                           double learning_rate, const std::vector<int>& counts,
+                           std::vector<std::string>* notes) {
+  std::vector<int> sorted = counts;
+  std::sort(sorted.begin(), sorted.end());
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  for (int m : sorted) {
+    if (m <= 1) continue;
+    try {
+      models.push_back(std::make_unique<ReplicatedModel>(
+          MicroBatched(build_forward, batch, m, learning_rate, models.front()->graph, grouping)));
+    } catch (const graph::GraphError& error) {
+      if (notes != nullptr) {
+        notes->push_back(fmt::format("{} micro-batches left out: {}", m, error.what()));
+      }
+    }
+  }
+}
+
 CandidateEvaluator::CandidateEvaluator(const ActionSpace& space,
                                        std::vector<const ReplicatedModel*> models,
                                        std::vector<runtime::Evaluator*> evaluators,
@@ -73,37 +125,39 @@ CandidateEvaluator::CandidateEvaluator(const ActionSpace& space,
       models_(std::move(models)),
       evaluators_(std::move(evaluators)),
       device_names_(std::move(device_names)) {
-  const size_t counts = space_.replica_counts().size();
-  if (models_.size() != counts || evaluators_.size() != counts) {
-    throw std::invalid_argument(
-        fmt::format("{} replica counts need as many models and evaluators (got {} and {})", counts,
-                    models_.size(), evaluators_.size()));
+  if (models_.empty() || models_.size() != evaluators_.size()) {
+    throw std::invalid_argument(fmt::format("{} models need as many evaluators (got {})",
+                                            models_.size(), evaluators_.size()));
   }
   if (static_cast<int>(device_names_.size()) != space_.num_devices()) {
     throw std::invalid_argument("the action space and the device names disagree");
   }
-  for (size_t i = 0; i < counts; ++i) {
+  for (size_t i = 0; i < models_.size(); ++i) {
     if (models_[i] == nullptr || evaluators_[i] == nullptr ||
-        models_[i]->replicas != space_.replica_counts()[i] ||
         models_[i]->num_groups != models_.front()->num_groups) {
-      throw std::invalid_argument(
-          fmt::format("no model with {} replicas", space_.replica_counts()[i]));
+      throw std::invalid_argument(fmt::format("model {} is missing or has other groups", i));
     }
   }
+  for (const StepShape& shape : space_.shapes()) Index(shape.replicas, shape.micro_batches);
 }
 
-size_t CandidateEvaluator::Index(int replicas) const {
-  const std::vector<int>& counts = space_.replica_counts();
-  for (size_t i = 0; i < counts.size(); ++i) {
-    if (counts[i] == replicas) return i;
+size_t CandidateEvaluator::Index(int replicas, int micro_batches) const {
+  for (size_t i = 0; i < models_.size(); ++i) {
+    if (models_[i]->replicas == replicas && models_[i]->micro_batches == micro_batches) return i;
   }
-  throw std::invalid_argument(fmt::format("no model with {} replicas", replicas));
+  throw std::invalid_argument(
+      micro_batches == 1
+          ? fmt::format("no model with {} replicas", replicas)
+          : fmt::format("no model with {} replicas and {} micro-batches", replicas, micro_batches));
 }
 
 graph::Placement CandidateEvaluator::PlacementOf(const Candidate& candidate) const {
-  const ReplicatedModel& m = model(candidate.replicas);
-  graph::Placement placement{device_names_,
-                             std::vector<int>(static_cast<size_t>(m.graph.num_ops()), -1)};
+  const ReplicatedModel& m = model(candidate);
+  graph::Placement placement{
+      .devices = device_names_,
+      .device_of_op = std::vector<int>(static_cast<size_t>(m.graph.num_ops()), -1),
+      .micro_batches = candidate.micro_batches,
+      .schedule = candidate.schedule};
   for (graph::OpId id : m.forward_ops) {
     const auto op = static_cast<size_t>(id);
     const int option = candidate.options.at(static_cast<size_t>(m.group_of_op[op]));
@@ -118,10 +172,13 @@ std::vector<runtime::EvaluationResult> CandidateEvaluator::Evaluate(
   const int groups = num_groups();
   for (size_t i = 0; i < models_.size(); ++i) {
     const int replicas = models_[i]->replicas;
+    const int micro_batches = models_[i]->micro_batches;
     std::vector<size_t> mine;
     std::vector<graph::Placement> placements;
     for (size_t k = 0; k < candidates.size(); ++k) {
-      if (candidates[k].replicas != replicas) continue;
+      if (candidates[k].replicas != replicas || candidates[k].micro_batches != micro_batches) {
+        continue;
+      }
       try {
         space_.Check(candidates[k], groups);
         placements.push_back(PlacementOf(candidates[k]));
@@ -145,7 +202,8 @@ std::vector<runtime::EvaluationResult> CandidateEvaluator::Evaluate(
   for (size_t k = 0; k < candidates.size(); ++k) {
     if (!results[k].valid && results[k].invalid_reason.empty()) {
       results[k].invalid_reason =
-          fmt::format("{} replicas: not a replica count of the search", candidates[k].replicas);
+          fmt::format("{} replicas with {} micro-batches: not a shape of the search",
+                      candidates[k].replicas, candidates[k].micro_batches);
     }
   }
   return results;

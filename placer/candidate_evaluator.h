@@ -1,9 +1,11 @@
 // From candidates of the action space to placements of real training steps, and their judgement.
 //
 // The model is built once per replica count R of the action space (R replicas, each on 1/R of
-// the minibatch, gradients all-reduced); the groups are those of the unreplicated model, so a
-// candidate's option for group g places every replica's copy of g's ops. Evaluation goes through
-// the Evaluator seam, one evaluator per replica count, a whole batch of candidates per call.
+// the minibatch, gradients all-reduced) and once per micro-batch count M > 1 (one replica, M
+// micro-batches: graph/micro_batches.h; both schedules share the graph); the groups are those of
+// the unreplicated model, so a candidate's option for group g places every replica's (or
+// micro-batch's) copy of g's ops. Evaluation goes through the Evaluator seam, one evaluator per
+// model, a whole batch of candidates per call.
 // Torch-free.
 #pragma once
 
@@ -25,6 +27,7 @@ namespace placer::search {
 // its forward ops belongs to.
 struct ReplicatedModel {
   int replicas = 1;
+  int micro_batches = 1;  // above 1: one replica, ops named "m<k>/<op>" (graph/micro_batches.h)
   graph::Graph graph;
   std::vector<int64_t> shard_sizes;  // rows of the minibatch per replica
   std::vector<int>
@@ -50,22 +53,44 @@ std::vector<std::unique_ptr<ReplicatedModel>> BuildReplicatedModels(
     graph::Graph base, const graph::Grouping& grouping, const graph::ForwardBuilder& build_forward,
     int64_t batch, double learning_rate, const std::vector<int>& counts,
     std::vector<std::string>* notes);
+// The one-replica step micro-batched `micro_batches` times, mapped onto the groups of `base`.
+// Throws GraphError when `micro_batches` does not divide the batch or its ops are not copies of
+// `base`'s.
+ReplicatedModel MicroBatched(const graph::ForwardBuilder& build_forward, int64_t batch,
+                             int micro_batches, double learning_rate, const graph::Graph& base,
+                             const graph::Grouping& grouping);
+// Appends to `models` (BuildReplicatedModels', [0] the base) the step at every micro-batch count
+// M > 1 of `counts`; a count that cannot be built is left out with the reason in `notes`.
+void AddMicroBatchedModels(std::vector<std::unique_ptr<ReplicatedModel>>& models,
+                           const graph::Grouping& grouping,
+                           const graph::ForwardBuilder& build_forward, int64_t batch,
+                           double learning_rate, const std::vector<int>& counts,
+                           std::vector<std::string>* notes);
 
 class CandidateEvaluator {
  public:
-  // models[i] has space.replica_counts()[i] replicas and evaluators[i] judges its placements; both
-  // must outlive this object. Throws std::invalid_argument when they do not line up.
+  // One model per replica count of the space (M = 1) and per micro-batch count M > 1 (one
+  // replica), in any order; evaluators[i] judges models[i]'s placements; both must outlive this
+  // object. Throws std::invalid_argument when they do not line up.
   CandidateEvaluator(const ActionSpace& space, std::vector<const ReplicatedModel*> models,
                      std::vector<runtime::Evaluator*> evaluators,
                      std::vector<std::string> device_names);
 
   const ActionSpace& space() const { return space_; }
   const std::vector<std::string>& device_names() const { return device_names_; }
-  const ReplicatedModel& model(int replicas) const { return *models_[Index(replicas)]; }
+  const ReplicatedModel& model(int replicas, int micro_batches = 1) const {
+    return *models_[Index(replicas, micro_batches)];
+  }
+  const ReplicatedModel& model(const Candidate& c) const {
+    return model(c.replicas, c.micro_batches);
+  }
   int num_groups() const { return models_.front()->num_groups; }
-  runtime::Evaluator& evaluator(int replicas) const { return *evaluators_[Index(replicas)]; }
+  runtime::Evaluator& evaluator(int replicas, int micro_batches = 1) const {
+    return *evaluators_[Index(replicas, micro_batches)];
+  }
 
-  // The per-op placement of `candidate` on model(candidate.replicas).graph.
+  // The per-op placement of `candidate` on model(candidate).graph, with its micro-batch count and
+  // schedule.
   graph::Placement PlacementOf(const Candidate& candidate) const;
 
   // Judges every candidate, in order; each replica count's share goes to its evaluator's
@@ -77,7 +102,7 @@ class CandidateEvaluator {
   std::string name() const { return evaluators_.front()->name(); }
 
  private:
-  size_t Index(int replicas) const;
+  size_t Index(int replicas, int micro_batches) const;
 
   ActionSpace space_;
   std::vector<const ReplicatedModel*> models_;

@@ -111,19 +111,19 @@ int Learner::Imitate(const std::vector<Candidate>& targets, const std::vector<do
     if (probability >= o.target_probability) return step;
     at::Tensor loss = -(per_target * weight).sum();
     if (o.own_decoding_samples > 0) {
-      // The targets' decisions along the policy's own decoding of each target's replica count.
+      // The targets' decisions along the policy's own decoding of each target's shape.
       std::vector<Candidate> labels;
-      std::vector<int> replicas;
+      std::vector<int> shapes;
       std::vector<float> own_weights;
       for (size_t t = 0; t < targets.size(); ++t) {
         for (int s = 0; s < o.own_decoding_samples; ++s) {
           labels.push_back(targets[t]);
-          replicas.push_back(targets[t].replicas);
+          shapes.push_back(policy_->space().ShapeIndex(targets[t]));
           own_weights.push_back(normalised[t] / static_cast<float>(o.own_decoding_samples));
         }
       }
       PolicySample own =
-          policy_->Sample(static_cast<int>(labels.size()), incumbent, generator_, false, &replicas);
+          policy_->Sample(static_cast<int>(labels.size()), incumbent, generator_, false, &shapes);
       PolicyScores led = policy_->Score(own.candidates, labels, incumbent);
       loss = loss - (led.log_prob.mean(1) * at::tensor(own_weights, at::kFloat)).sum();
     }

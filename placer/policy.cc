@@ -19,6 +19,10 @@ PolicyImpl::PolicyImpl(const graph::GroupFeatures& f, const ActionSpace& space,
       num_options_(space.num_options()) {
   const int64_t groups = num_groups_;
   const int64_t counts = static_cast<int64_t>(space.replica_counts().size());
+  const auto shapes = static_cast<int64_t>(space.shapes().size());
+  for (const StepShape& shape : space.shapes()) {
+    shape_replica_index_.push_back(ReplicaIndex(shape.replicas));
+  }
   type_ids_ = at::tensor(f.type_ids, at::kLong);
   features_ = at::tensor(f.values, at::kFloat).reshape({groups, f.feature_dim});
 
@@ -70,8 +74,8 @@ PolicyImpl::PolicyImpl(const graph::GroupFeatures& f, const ActionSpace& space,
                                                         options.bidirectional ? h / 2 : h)
                                      .bidirectional(options.bidirectional)
                                      .batch_first(true)));
-  replica_head_ = register_module("replica_head", torch::nn::Linear(h, counts));
-  replica_embedding_ = register_module("replica_embedding", torch::nn::Embedding(counts, e));
+  replica_head_ = register_module("replica_head", torch::nn::Linear(h, shapes));
+  replica_embedding_ = register_module("replica_embedding", torch::nn::Embedding(shapes, e));
   option_embedding_ =
       register_module("option_embedding", torch::nn::Embedding(num_options_ + 1, e));
   decoder_ = register_module(
@@ -110,10 +114,10 @@ PolicyImpl::IncumbentInputs PolicyImpl::Incumbent(const std::optional<Candidate>
   std::vector<int64_t> option(groups, num_options_);
   std::vector<float> one_hot(groups * o_count, 0.0f);
   std::vector<float> share(counts * groups * o_count, 0.0f);
-  std::vector<float> replica(counts, 0.0f);
+  std::vector<float> replica(space_.shapes().size(), 0.0f);
   if (incumbent) {
     space_.Check(*incumbent, num_groups_);
-    replica[static_cast<size_t>(ReplicaIndex(incumbent->replicas))] = 1;
+    replica[static_cast<size_t>(space_.ShapeIndex(*incumbent))] = 1;
     for (size_t g = 0; g < groups; ++g) {
       option[g] = incumbent->options[g];
       one_hot[g * o_count + static_cast<size_t>(incumbent->options[g])] = 1;
@@ -189,7 +193,7 @@ at::Tensor Choose(const at::Tensor& log_p, bool greedy, at::Generator& generator
 
 PolicySample PolicyImpl::Sample(int k, const std::optional<Candidate>& incumbent,
                                 at::Generator& generator, bool greedy,
-                                const std::vector<int>* replicas, double exploration) {
+                                const std::vector<int>* shapes, double exploration) {
   at::NoGradGuard no_grad;
   const int64_t groups = num_groups_;
   const auto o_count = static_cast<size_t>(num_options_);
@@ -199,20 +203,26 @@ PolicySample PolicyImpl::Sample(int k, const std::optional<Candidate>& incumbent
   if (greedy) exploration = 0;
   const at::Tensor replica_log_p =
       Mix(at::log_softmax(ReplicaLogits(encoding.encoded, inc), -1),
-          at::ones({static_cast<int64_t>(space_.replica_counts().size())}), exploration);
-  at::Tensor replica_index;
-  if (replicas != nullptr) {
-    std::vector<int64_t> index;
-    for (int r : *replicas) index.push_back(ReplicaIndex(r));
-    replica_index = at::tensor(index, at::kLong);
+          at::ones({static_cast<int64_t>(space_.shapes().size())}), exploration);
+  at::Tensor shape_index;
+  if (shapes != nullptr) {
+    shape_index = at::tensor(std::vector<int64_t>(shapes->begin(), shapes->end()), at::kLong);
   } else {
-    replica_index = Choose(replica_log_p.expand({k, -1}), greedy, generator).contiguous();
+    shape_index = Choose(replica_log_p.expand({k, -1}), greedy, generator).contiguous();
   }
-  std::vector<int> r_of(static_cast<size_t>(k));
-  for (int64_t i = 0; i < k; ++i) r_of[static_cast<size_t>(i)] = replica_index[i].item<int>();
+  // Per sample: its shape, and the index of its replica count (masks and traffic shares).
+  std::vector<int> shape_of(static_cast<size_t>(k)), r_of(static_cast<size_t>(k));
+  std::vector<int64_t> r_index_of(static_cast<size_t>(k));
+  for (int64_t i = 0; i < k; ++i) {
+    shape_of[static_cast<size_t>(i)] = shape_index[i].item<int>();
+    r_of[static_cast<size_t>(i)] =
+        shape_replica_index_.at(static_cast<size_t>(shape_of[static_cast<size_t>(i)]));
+    r_index_of[static_cast<size_t>(i)] = r_of[static_cast<size_t>(i)];
+  }
+  const at::Tensor replica_index = at::tensor(r_index_of, at::kLong);
 
   at::Tensor log_prob = at::empty({k, 1 + groups});
-  log_prob.select(1, 0).copy_(replica_log_p.index_select(0, replica_index));
+  log_prob.select(1, 0).copy_(replica_log_p.index_select(0, shape_index));
   const at::Tensor masks = option_masks_.index_select(0, replica_index);  // [K, O]
   const at::Tensor allowed = (masks == 0).to(at::kFloat);
   const at::Tensor consumer_share = inc.consumer_share.index_select(0, replica_index);  // [K,G,O]
@@ -232,16 +242,19 @@ PolicySample PolicyImpl::Sample(int k, const std::optional<Candidate>& incumbent
   std::vector<float> producer_share(static_cast<size_t>(groups * k) * o_count, 0.0f);
   std::vector<Candidate> candidates(static_cast<size_t>(k));
   for (int64_t i = 0; i < k; ++i) {
-    candidates[static_cast<size_t>(i)].replicas =
-        space_.replica_counts()[static_cast<size_t>(r_of[static_cast<size_t>(i)])];
-    candidates[static_cast<size_t>(i)].options.resize(static_cast<size_t>(groups));
+    const StepShape& shape = space_.shapes()[static_cast<size_t>(shape_of[static_cast<size_t>(i)])];
+    Candidate& candidate = candidates[static_cast<size_t>(i)];
+    candidate.replicas = shape.replicas;
+    candidate.micro_batches = shape.micro_batches;
+    candidate.schedule = shape.schedule;
+    candidate.options.resize(static_cast<size_t>(groups));
   }
   for (int64_t t = 0; t < groups; ++t) {
     at::Tensor produced = at::from_blob(&producer_share[static_cast<size_t>(t * k) * o_count],
                                         {k, num_options_}, at::kFloat);
     at::Tensor consumed = consumer_share.select(1, t);
     at::Tensor incumbent_option = inc.option[t].expand({k});
-    at::Tensor input = DecoderInputs(previous, replica_index, produced, consumed, incumbent_option);
+    at::Tensor input = DecoderInputs(previous, shape_index, produced, consumed, incumbent_option);
     std::tie(h, c) = at::lstm_cell(input, {h, c}, w_ih, w_hh, b_ih, b_hh);
     const at::Tensor log_p =
         Mix(at::log_softmax(OptionLogits(h, encoding.encoded[t].expand({k, -1}), encoding, produced,
@@ -276,7 +289,7 @@ PolicyScores PolicyImpl::Score(const std::vector<Candidate>& prefixes,
   const Encoding encoding = Encode();
   const IncumbentInputs inc = Incumbent(incumbent);
 
-  std::vector<int64_t> r_of(static_cast<size_t>(k));
+  std::vector<int64_t> r_of(static_cast<size_t>(k)), shape_of(static_cast<size_t>(k));
   std::vector<int64_t> previous(static_cast<size_t>(k * groups), num_options_);
   std::vector<int64_t> chosen(static_cast<size_t>(k * groups));
   std::vector<float> producer_share(static_cast<size_t>(k * groups) * o_count, 0.0f);
@@ -289,6 +302,7 @@ PolicyScores PolicyImpl::Score(const std::vector<Candidate>& prefixes,
     }
     const int r = ReplicaIndex(label.replicas);
     r_of[static_cast<size_t>(i)] = r;
+    shape_of[static_cast<size_t>(i)] = space_.ShapeIndex(label);
     for (int64_t t = 0; t < groups; ++t) {
       const size_t row = static_cast<size_t>(i * groups + t);
       chosen[row] = label.options[static_cast<size_t>(t)];
@@ -303,13 +317,14 @@ PolicyScores PolicyImpl::Score(const std::vector<Candidate>& prefixes,
     }
   }
   at::Tensor replica_index = at::tensor(r_of, at::kLong);
+  at::Tensor shape_index = at::tensor(shape_of, at::kLong);
   at::Tensor replica_log_p = at::log_softmax(ReplicaLogits(encoding.encoded, inc), -1);
   at::Tensor replica_entropy = -(replica_log_p.exp() * replica_log_p).sum();
 
   at::Tensor produced = at::tensor(producer_share, at::kFloat).reshape({k, groups, num_options_});
   at::Tensor consumed = inc.consumer_share.index_select(0, replica_index);  // [K, G, O]
   at::Tensor inputs = DecoderInputs(at::tensor(previous, at::kLong).reshape({k, groups}),
-                                    replica_index.unsqueeze(1).expand({k, groups}), produced,
+                                    shape_index.unsqueeze(1).expand({k, groups}), produced,
                                     consumed, inc.option.unsqueeze(0).expand({k, groups}));
   at::Tensor states = std::get<0>(decoder_->forward(inputs));  // [K, G, Hd]
   at::Tensor masks =
@@ -321,7 +336,7 @@ PolicyScores PolicyImpl::Score(const std::vector<Candidate>& prefixes,
   at::Tensor labels_t = at::tensor(chosen, at::kLong).reshape({k, groups, 1});
   at::Tensor option_log_prob = log_p.gather(-1, labels_t).squeeze(-1);  // [K, G]
   at::Tensor option_entropy = -(log_p.exp() * log_p).sum(-1);           // [K, G]
-  return {at::cat({replica_log_p.index_select(0, replica_index).unsqueeze(1), option_log_prob}, 1),
+  return {at::cat({replica_log_p.index_select(0, shape_index).unsqueeze(1), option_log_prob}, 1),
           at::cat({replica_entropy.expand({k, 1}), option_entropy}, 1)};
 }
 

@@ -5,8 +5,10 @@
 //
 //   encoder   a bidirectional LSTM over the groups in topological order (op type embedding and
 //             the group's static features: shape, FLOPs, bytes, parameters, neighbours);
-//   R head    the replica count, from the mean encoding (and the incumbent's replica count);
-//   decoder   an LSTM that emits one option per group, fed the previous group's option, R, the
+//   R head    the step's shape (ActionSpace::shapes(): the replica count, or one replica with a
+//             micro-batch count and schedule), from the mean encoding (and the incumbent's);
+//   decoder   an LSTM that emits one option per group, fed the previous group's option, the shape,
+//   the
 //             incumbent's option for the group and, per option, the share of the group's traffic
 //             that would stay on its device:
 //               - producers: of the bytes the group reads from other groups, the share that
@@ -51,7 +53,7 @@ struct PolicyOptions {
   double incumbent_prior = 2.0;  // initial weight of "the incumbent chose this option"
 };
 
-// Per-decision log-probabilities and entropies of K candidates: column 0 is the replica count,
+// Per-decision log-probabilities and entropies of K candidates: column 0 is the shape,
 // column 1 + g group g's option.
 struct PolicyScores {
   at::Tensor log_prob;  // [K, 1 + G]
@@ -68,13 +70,13 @@ class PolicyImpl : public torch::nn::Module {
   PolicyImpl(const graph::GroupFeatures& features, const ActionSpace& space, PolicyOptions options);
 
   // Draws `k` candidates without recording gradients; with `greedy`, the most likely decision at
-  // every step instead. `replicas`, when given (one per sample), fixes each sample's replica count
-  // instead of drawing it. With `exploration` = e > 0, every decision is drawn from
-  // (1 - e) * policy + e * uniform over the allowed choices (Post's e-uniform mixing), so that a
-  // policy that has converged still proposes something new; PolicySample::log_prob is then the
-  // mixture's, as an off-policy correction (PPO's ratio) needs.
+  // every step instead. `shapes`, when given (one index into ActionSpace::shapes() per sample),
+  // fixes each sample's shape instead of drawing it. With `exploration` = e > 0, every decision is
+  // drawn from (1 - e) * policy + e * uniform over the allowed choices (Post's e-uniform mixing),
+  // so that a policy that has converged still proposes something new; PolicySample::log_prob is
+  // then the mixture's, as an off-policy correction (PPO's ratio) needs.
   PolicySample Sample(int k, const std::optional<Candidate>& incumbent, at::Generator& generator,
-                      bool greedy = false, const std::vector<int>* replicas = nullptr,
+                      bool greedy = false, const std::vector<int>* shapes = nullptr,
                       double exploration = 0);
 
   // The log-probabilities and entropies of `labels` when the decoder is fed `prefixes` (the
@@ -93,7 +95,7 @@ class PolicyImpl : public torch::nn::Module {
     at::Tensor option;           // [G] int64: its option per group, or O for "none"
     at::Tensor one_hot;          // [G, O]
     at::Tensor consumer_share;   // [R counts, G, O]: consumers' traffic kept local, per R
-    at::Tensor replica_one_hot;  // [R counts]
+    at::Tensor replica_one_hot;  // [shapes]
   };
   IncumbentInputs Incumbent(const std::optional<Candidate>& incumbent) const;
   struct Encoding {
@@ -134,7 +136,8 @@ class PolicyImpl : public torch::nn::Module {
   // local_[r][a][b]: with R = replica_counts()[r], the fraction of replicas that a group with
   // option b runs on the same device as a group with option a.
   std::vector<float> local_;
-  at::Tensor option_masks_;  // [R counts, O]: 0 where allowed, -1e9 where not
+  at::Tensor option_masks_;               // [R counts, O]: 0 where allowed, -1e9 where not
+  std::vector<int> shape_replica_index_;  // per shape: the index of its replica count
 
   torch::nn::Embedding type_embedding_{nullptr};
   torch::nn::Linear feature_projection_{nullptr};

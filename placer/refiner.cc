@@ -175,12 +175,29 @@ void Refiner::ChangeReplicas(Candidate& c) {
     option = space_.Nearest(option, replicas);
   }
   c.replicas = replicas;
+  c.micro_batches = 1;  // micro-batches come with one replica only
+  c.schedule = graph::PipelineSchedule::kGPipe;
+}
+
+void Refiner::ChangePipeline(Candidate& c) {
+  std::vector<StepShape> others;
+  for (const StepShape& shape : space_.shapes()) {
+    if (shape.replicas == 1 && (shape.micro_batches != c.micro_batches ||
+                                shape.schedule != c.schedule || c.replicas != 1)) {
+      others.push_back(shape);
+    }
+  }
+  if (others.empty()) return ChangeReplicas(c);
+  c = space_.WithShape(std::move(c),
+                       others[std::uniform_int_distribution<size_t>(0, others.size() - 1)(rng_)]);
 }
 
 Candidate Refiner::Edit(const Candidate& candidate, const std::vector<double>& busy) {
   for (int attempt = 0; attempt < 16; ++attempt) {
     Candidate c = candidate;
-    switch (std::uniform_int_distribution<int>(0, 13)(rng_)) {
+    // The pipeline edit only where the space has pipelines: without, the edits (and a seed's
+    // sequence of them) are what they were.
+    switch (std::uniform_int_distribution<int>(0, space_.has_pipelines() ? 15 : 13)(rng_)) {
       case 0:
       case 1:
       case 2:
@@ -206,8 +223,11 @@ Candidate Refiner::Edit(const Candidate& candidate, const std::vector<double>& b
       case 12:
         Rebalance(c, busy);
         break;
-      default:
+      case 13:
         ChangeReplicas(c);
+        break;
+      default:
+        ChangePipeline(c);
         break;
     }
     if (c != candidate) return c;

@@ -15,7 +15,9 @@
 //     says how long each device was busy),
 //   - change the replica count: copy the placement onto idle devices (ActionSpace::ScaleOut), or
 //     map options to the nearest the new count allows (groups spread over all replicas stay
-//     spread).
+//     spread),
+//   - change the pipeline (where the space has micro-batch counts): another micro-batch count or
+//     schedule, with one replica (the stages stay: each group keeps its device).
 // After `patience` rounds without progress it kicks: a few random edits of the best candidate, and
 // the descent goes on from there (iterated local search). Torch-free and deterministic for a seed.
 #pragma once
@@ -78,6 +80,7 @@ class Refiner {
   void MoveBand(Candidate& c);
   void MoveSegment(Candidate& c);
   void Rebalance(Candidate& c, const std::vector<double>& busy);
+  void ChangePipeline(Candidate& c);
   // Up to `size` groups: `start` and, breadth-first, the groups connected to it (producers and
   // consumers) on its option.
   std::vector<size_t> Segment(const Candidate& c, size_t start, size_t size) const;

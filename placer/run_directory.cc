@@ -114,6 +114,11 @@ std::string Differences(const RunIdentity& saved, const RunIdentity& now) {
                                 fmt::join(saved.replica_counts, ", "),
                                 fmt::join(now.replica_counts, ", ")));
   }
+  if (saved.micro_batch_counts != now.micro_batch_counts) {
+    parts.push_back(fmt::format("the micro-batch counts were [{}], now [{}]",
+                                fmt::join(saved.micro_batch_counts, ", "),
+                                fmt::join(now.micro_batch_counts, ", ")));
+  }
   return fmt::format("{}", fmt::join(parts, "; "));
 }
 
@@ -125,7 +130,8 @@ nlohmann::json RunIdentity::ToJson() const {
           {"fingerprint", grouping_fingerprint},
           {"groups", groups},
           {"devices", devices},
-          {"replica_counts", replica_counts}};
+          {"replica_counts", replica_counts},
+          {"micro_batch_counts", micro_batch_counts}};
 }
 
 RunIdentity RunIdentity::FromJson(const nlohmann::json& j) {
@@ -134,7 +140,8 @@ RunIdentity RunIdentity::FromJson(const nlohmann::json& j) {
           j.at("fingerprint"),
           j.at("groups"),
           j.at("devices").get<std::vector<std::string>>(),
-          j.at("replica_counts").get<std::vector<int>>()};
+          j.at("replica_counts").get<std::vector<int>>(),
+          j.value("micro_batch_counts", std::vector<int>{1})};
 }
 
 void WriteBestPlacement(const std::filesystem::path& dir, const graph::Graph& graph,
@@ -316,7 +323,7 @@ void RunDirectory::Checkpoint(const Learner& learner, nlohmann::json state,
                               const std::optional<RankedCandidate>& best) {
   CheckLog();
   if (best && KeyOf(best->candidate) != best_written_) {
-    const ReplicatedModel& model = evaluator_->model(best->candidate.replicas);
+    const ReplicatedModel& model = evaluator_->model(best->candidate);
     WriteBestPlacement(dir_, model.graph, evaluator_->PlacementOf(best->candidate),
                        best->candidate.replicas, identity_.model, best->seconds,
                        evaluator_->name());

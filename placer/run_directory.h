@@ -45,6 +45,7 @@ struct RunIdentity {
   int groups = 0;
   std::vector<std::string> devices;
   std::vector<int> replica_counts;
+  std::vector<int> micro_batch_counts = {1};  // {1} in runs saved before pipelines were searched
   nlohmann::json ToJson() const;
   static RunIdentity FromJson(const nlohmann::json& json);
 };

@@ -16,7 +16,8 @@ SimulatedProblem MakeSimulatedProblem(const graph::ForwardBuilder& build_forward
                                       double learning_rate,
                                       const graph::GroupingOptions& grouping_options,
                                       runtime::DeviceSet devices, const sim::CostModel& cost_model,
-                                      const std::vector<int>& replica_counts) {
+                                      const std::vector<int>& replica_counts,
+                                      const std::vector<int>& micro_batch_counts) {
   SimulatedProblem p;
   graph::Graph base = build_forward(batch, 0);
   graph::AppendBackwardAndUpdate(base, learning_rate);
@@ -25,19 +26,22 @@ SimulatedProblem MakeSimulatedProblem(const graph::ForwardBuilder& build_forward
   p.features = graph::ComputeGroupFeatures(base, p.grouping);
   p.models = BuildReplicatedModels(std::move(base), p.grouping, build_forward, batch, learning_rate,
                                    replica_counts, &p.notes);
+  AddMicroBatchedModels(p.models, p.grouping, build_forward, batch, learning_rate,
+                        micro_batch_counts, &p.notes);
   std::vector<const ReplicatedModel*> models;
   std::vector<runtime::Evaluator*> evaluators;
-  std::vector<int> counts;
+  std::vector<int> counts, micro_batch_built;
   for (const auto& m : p.models) {
     p.simulators.push_back(
         std::make_unique<sim::SimulatedEvaluator>(m->graph, devices, cost_model));
     models.push_back(m.get());
     evaluators.push_back(p.simulators.back().get());
-    counts.push_back(m->replicas);
+    (m->micro_batches == 1 ? counts : micro_batch_built)
+        .push_back(m->micro_batches == 1 ? m->replicas : m->micro_batches);
   }
-  p.evaluator =
-      std::make_unique<CandidateEvaluator>(ActionSpace(static_cast<int>(devices.size()), counts),
-                                           models, evaluators, runtime::DeviceNames(devices));
+  p.evaluator = std::make_unique<CandidateEvaluator>(
+      ActionSpace(static_cast<int>(devices.size()), counts, micro_batch_built), models, evaluators,
+      runtime::DeviceNames(devices));
   return p;
 }
 

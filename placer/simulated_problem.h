@@ -20,7 +20,7 @@ namespace placer::search {
 struct SimulatedProblem {
   graph::Grouping grouping;
   graph::GroupFeatures features;
-  std::vector<std::unique_ptr<ReplicatedModel>> models;  // [0]: one replica
+  std::vector<std::unique_ptr<ReplicatedModel>> models;  // [0]: one replica, then per R, per M
   std::vector<std::unique_ptr<sim::SimulatedEvaluator>> simulators;
   std::unique_ptr<CandidateEvaluator> evaluator;
   std::vector<std::string> notes;  // replica counts left out
@@ -30,15 +30,18 @@ struct SimulatedProblem {
   SearchProblem Problem(std::vector<NamedCandidate> warm_starts = {}) const {
     return {evaluator.get(), features, std::move(warm_starts)};
   }
-  // The least lower bound over the replica counts.
+  // The least lower bound over the models.
   double LowerBound() const;
 };
 
 // `build_forward(batch, normalizer)` gives the forward graph (forward ops and loss) of `batch`
 // rows; the base model is it at `batch` with its training step. `cost_model` must outlive it.
+// `micro_batch_counts` above 1 add one-replica pipelines to the action space (a count the model
+// cannot be built with is left out, with the reason in `notes`).
 SimulatedProblem MakeSimulatedProblem(const graph::ForwardBuilder& build_forward, int64_t batch,
                                       double learning_rate, const graph::GroupingOptions& grouping,
                                       runtime::DeviceSet devices, const sim::CostModel& cost_model,
-                                      const std::vector<int>& replica_counts);
+                                      const std::vector<int>& replica_counts,
+                                      const std::vector<int>& micro_batch_counts = {1});
 
 }  // namespace placer::search

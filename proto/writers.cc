@@ -15,6 +15,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "graph/micro_batches.h"
 #include "placement.pb.h"
 #include "tensorboard.pb.h"
 
@@ -28,6 +29,10 @@ void WritePlacementProto(const std::filesystem::path& binary, const std::filesys
   message.set_step_seconds(info.step_seconds);
   message.set_evaluator(info.evaluator);
   if (info.replicas > 1) message.set_replicas(info.replicas);
+  if (placement.micro_batches > 1) {
+    message.set_micro_batches(placement.micro_batches);
+    message.set_schedule(graph::ToString(placement.schedule));
+  }
   for (const std::string& device : placement.devices) message.add_devices(device);
   for (graph::OpId id : graph.TopologicalOrder()) {
     if (graph.op(id).phase != graph::Phase::kForward) continue;
@@ -100,10 +105,41 @@ int ReadPlacementProtoReplicas(const std::filesystem::path& file) {
   return std::max(1, replicas);
 }
 
+namespace {
+
+graph::PipelineSettings PipelineOf(const std::filesystem::path& file,
+                                   const placer::proto::Placement& message) {
+  graph::PipelineSettings settings;
+  if (message.micro_batches() < 0) {
+    throw graph::PlacementError(fmt::format("{}: micro_batches: {} is not a micro-batch count",
+                                            file.string(), message.micro_batches()));
+  }
+  settings.micro_batches = std::max(1, message.micro_batches());
+  if (!message.schedule().empty()) {
+    try {
+      settings.schedule = graph::ParsePipelineSchedule(message.schedule());
+    } catch (const graph::GraphError& error) {
+      throw graph::PlacementError(fmt::format("{}: schedule: {}", file.string(), error.what()));
+    }
+  }
+  return settings;
+}
+
+}  // namespace
+
+graph::PipelineSettings ReadPlacementProtoPipeline(const std::filesystem::path& file) {
+  return PipelineOf(file, ParsePlacement(file));
+}
+
 graph::Placement ReadPlacementProto(const std::filesystem::path& file, const graph::Graph& graph,
                                     const std::vector<std::string>& devices) {
   const placer::proto::Placement message = ParsePlacement(file);
-  graph::Placement placement{devices, std::vector<int>(static_cast<size_t>(graph.num_ops()), -1)};
+  const graph::PipelineSettings pipeline = PipelineOf(file, message);
+  graph::Placement placement{
+      .devices = devices,
+      .device_of_op = std::vector<int>(static_cast<size_t>(graph.num_ops()), -1),
+      .micro_batches = pipeline.micro_batches,
+      .schedule = pipeline.schedule};
   for (const OpPlacement& op : message.ops()) {
     auto id = graph.FindOp(op.op());
     if (!id || graph.op(*id).phase != graph::Phase::kForward) {

@@ -32,6 +32,8 @@ graph::Placement ReadPlacementProto(const std::filesystem::path& file, const gra
 // The replica count a placement file records (1 when it records none), so that the caller can
 // build the model it places. Throws graph::PlacementError naming the file when it does not parse.
 int ReadPlacementProtoReplicas(const std::filesystem::path& file);
+// The micro-batch count and schedule it records (1 and GPipe when none), likewise.
+graph::PipelineSettings ReadPlacementProtoPipeline(const std::filesystem::path& file);
 
 // CRC32C (Castagnoli) masked as TFRecord framing requires.
 uint32_t MaskedCrc32c(const void* data, size_t size);

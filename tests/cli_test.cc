@@ -233,4 +233,41 @@ TEST(CliTest, EvaluateSimulateWritesTheSimulatedTraceNextToTheMeasuredOne) {
   EXPECT_TRUE(std::filesystem::exists(dir / "step.simulated.json"));
 }
 
+// A placement file with micro_batches and schedule: evaluate builds the micro-batched step (op
+// names "m<k>/<op>") and runs and simulates that schedule; a replicated one it refuses.
+TEST(CliTest, EvaluateRunsAPipelinedPlacementFromItsFile) {
+  const auto dir = SuiteDir() / "pipelined";
+  std::filesystem::create_directories(dir);
+  const std::string config = WriteTemp("pipelined.yaml",
+                                       "model: {builtin: lenet, batch_size: 16}\n"
+                                       "devices: [cpu:0, cpu:1]\n"
+                                       "measurement: {warmup_steps: 1, timed_steps: 2}\n");
+  const std::string placement = WriteTemp("pipelined_placement.yaml",
+                                          "micro_batches: 4\nschedule: 1f1b\ndefault: cpu:0\n"
+                                          "rules:\n  - {match: \"m*/fc*\", device: cpu:1}\n");
+  Result r = RunPlacer("evaluate --config " + config + " --placement " + placement +
+                       " --simulate --trace " + (dir / "step.json").string());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("4 micro-batches of 4 rows, 1f1b"),
+                              HasSubstr("simulated / measured"), HasSubstr("cpu:1")));
+  for (const char* trace : {"step.json", "step.simulated.json"}) {
+    std::ifstream in(dir / trace);
+    const std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_THAT(json, AllOf(HasSubstr("m0/conv1"), HasSubstr("m3/fc1"))) << trace;
+  }
+
+  const std::string both =
+      WriteTemp("pipelined_replicated.yaml", "replicas: 2\nmicro_batches: 4\ndefault: cpu:0\n");
+  Result refused =
+      RunPlacer("evaluate --config " + config + " --placement " + both + " --simulate");
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_THAT(refused.output, AllOf(HasSubstr("replicas 2 and micro_batches 4")));
+  const std::string three = WriteTemp("pipelined_three.yaml", "micro_batches: 3\ndefault: 0\n");
+  Result undivided =
+      RunPlacer("evaluate --config " + config + " --placement " + three + " --simulate");
+  EXPECT_EQ(undivided.exit_code, 2) << undivided.output;
+  EXPECT_THAT(undivided.output, AllOf(HasSubstr("pipelined_three.yaml"),
+                                      HasSubstr("micro_batches: 3 does not divide")));
+}
+
 }  // namespace

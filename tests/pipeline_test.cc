@@ -8,17 +8,21 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <random>
 #include <string>
 
 #include "graph/micro_batches.h"
 #include "graph/models.h"
+#include "graph/placement.h"
 #include "graph/training_step.h"
+#include "proto/writers.h"
 #include "runtime/executor.h"
 #include "runtime/micro_batches.h"
 #include "runtime/sim/cost_model.h"
 #include "runtime/sim/simulator.h"
 #include "tests/support.h"
+#include "tests/temp_dir.h"
 #include "tests/torch_support.h"
 
 namespace placer::runtime {
@@ -250,6 +254,91 @@ TEST(PipelineMemoryTest, OneFOneBFitsWhereGPipeRunsOutOfMemory) {
   sim::Simulator limited_simulator(p.mb.graph, limited, costs);
   EXPECT_FALSE(limited_simulator.Simulate(gpipe).valid);
   EXPECT_TRUE(limited_simulator.Simulate(one_f_one_b).valid);
+}
+
+using TempFolder = test_support::TempDir;
+
+// A pipelined placement written to a file (YAML and protobuf) reads back whole: the micro-batch
+// count and schedule come first, so that the reader can build the micro-batched step, then every
+// copy's device.
+TEST(PipelinePlacementFileTest, MicroBatchesAndScheduleSurviveTheRoundTrip) {
+  Pipelined p = TwoStageLeNet(4);
+  const std::vector<std::string> devices = {"cpu:0", "cpu:1"};
+  TempFolder folder;
+  for (PipelineSchedule schedule : {PipelineSchedule::kGPipe, PipelineSchedule::kOneFOneB}) {
+    SCOPED_TRACE(graph::ToString(schedule));
+    const graph::Placement placement = p.Place(schedule);
+    const auto yaml = folder.path() / "p.yaml";
+    graph::WritePlacementYaml(yaml, p.mb.graph, placement);
+    const graph::PipelineSettings read = graph::ReadPlacementPipeline(yaml);
+    EXPECT_EQ(read.micro_batches, 4);
+    EXPECT_EQ(read.schedule, schedule);
+    EXPECT_EQ(graph::ReadPlacementYaml(yaml, p.mb.graph, devices), placement);
+
+    const auto pb = folder.path() / "p.pb", pbtxt = folder.path() / "p.pbtxt";
+    proto::WritePlacementProto(pb, pbtxt, p.mb.graph, placement, {.model = "lenet"});
+    for (const auto& file : {pb, pbtxt}) {
+      EXPECT_EQ(proto::ReadPlacementProtoPipeline(file).micro_batches, 4);
+      EXPECT_EQ(proto::ReadPlacementProtoPipeline(file).schedule, schedule);
+      EXPECT_EQ(proto::ReadPlacementProto(file, p.mb.graph, devices), placement);
+    }
+  }
+  // Without micro-batches the keys are not written, and a file without them is M = 1, GPipe.
+  const graph::Placement plain = TwoStages(p.plain);
+  const std::string text = graph::PlacementToYaml(p.plain, plain);
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("micro_batches")));
+  const auto file = folder.Write("plain.yaml", text);
+  EXPECT_EQ(graph::ReadPlacementPipeline(file).micro_batches, 1);
+  EXPECT_EQ(graph::ReadPlacementYaml(file, p.plain, devices), plain);
+}
+
+TEST(PipelinePlacementFileTest, BadMicroBatchesOrScheduleAreErrorsNamingFileKeyAndLine) {
+  Pipelined p = TwoStageLeNet(4);
+  const std::vector<std::string> devices = {"cpu:0", "cpu:1"};
+  TempFolder folder;
+  struct Case {
+    std::string text;
+    std::vector<std::string> expected;
+  };
+  const std::vector<Case> cases = {
+      {"default: 0\nmicro_batches: 0\n", {"p.yaml:2", "micro_batches", ">= 1", "'0'"}},
+      {"default: 0\nmicro_batches: four\n", {"p.yaml:2", "micro_batches", "'four'"}},
+      {"default: 0\nmicro_batches: [4]\n", {"p.yaml:2", "micro_batches", "a list"}},
+      {"default: 0\nmicro_batches: 4\nschedule: pipedream\n",
+       {"p.yaml:3", "schedule", "gpipe or 1f1b", "'pipedream'"}},
+      {"default: 0\nmicro_batches: 4\nschedule: {a: b}\n", {"p.yaml:3", "schedule", "a mapping"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.text);
+    const auto file = folder.Write("p.yaml", c.text);
+    for (int reader = 0; reader < 2; ++reader) {
+      try {
+        if (reader == 0) {
+          graph::ReadPlacementPipeline(file);
+        } else {
+          graph::ReadPlacementYaml(file, p.mb.graph, devices);
+        }
+        ADD_FAILURE() << "no error from reader " << reader;
+      } catch (const graph::PlacementError& error) {
+        for (const std::string& part : c.expected) EXPECT_THAT(error.what(), HasSubstr(part));
+      }
+    }
+  }
+  // A count the model it is read against was not built with: the op names would not match.
+  const auto two = folder.Write("p.yaml", "default: 0\nmicro_batches: 2\n");
+  for (const graph::Graph* g : {&p.mb.graph, &p.plain}) {
+    try {
+      graph::ReadPlacementYaml(two, *g, devices);
+      ADD_FAILURE() << "no error";
+    } catch (const graph::PlacementError& error) {
+      EXPECT_THAT(error.what(), ::testing::AllOf(HasSubstr("p.yaml"), HasSubstr("micro_batches: 2"),
+                                                 HasSubstr("not micro-batched")));
+    }
+  }
+  EXPECT_EQ(graph::ReadPlacementYaml(folder.Write("p.yaml", "default: 0\nmicro_batches: 4\n"),
+                                     p.mb.graph, devices)
+                .micro_batches,
+            4);
 }
 
 }  // namespace

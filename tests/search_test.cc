@@ -15,7 +15,9 @@
 #include <random>
 
 #include "graph/grouping.h"
+#include "graph/micro_batches.h"
 #include "graph/models.h"
+#include "graph/training_step.h"
 #include "placer/action_space.h"
 #include "placer/learner.h"
 #include "placer/refiner.h"
@@ -23,7 +25,9 @@
 #include "placer/simulated_problem.h"
 #include "proto/writers.h"
 #include "runtime/executor.h"
+#include "runtime/micro_batches.h"
 #include "runtime/sim/cost_model.h"
+#include "runtime/sim/simulator.h"
 #include "tests/support.h"
 #include "tests/temp_dir.h"
 #include "tests/torch_support.h"
@@ -127,6 +131,154 @@ TEST(ActionSpaceTest, OptionsCoverSingleDevicesDataParallelismAndStridedSubsets)
   EXPECT_TRUE(IsHybrid(c));
   EXPECT_FALSE(IsHybrid({4, {half, half}}));
   EXPECT_THROW(ParseCandidate("4:1,x"), std::invalid_argument);
+}
+
+// Pipelines in the space: one replica with each micro-batch count under both schedules, after the
+// replica counts; candidates carry them through keys and log text (the old text still reads).
+TEST(ActionSpaceTest, PipelineShapesComeWithOneReplicaAndSurviveTheLogText) {
+  using graph::PipelineSchedule;
+  const ActionSpace space(4, {1, 2, 4}, {4, 2});
+  ASSERT_EQ(space.shapes().size(), 3u + 2u * 2u);
+  EXPECT_TRUE(space.has_pipelines());
+  EXPECT_EQ(space.micro_batch_counts(), (std::vector<int>{1, 2, 4}));
+  EXPECT_EQ(space.shapes()[2], (StepShape{4, 1, PipelineSchedule::kGPipe}));
+  EXPECT_EQ(space.shapes()[3], (StepShape{1, 2, PipelineSchedule::kGPipe}));
+  EXPECT_EQ(space.shapes()[6], (StepShape{1, 4, PipelineSchedule::kOneFOneB}));
+  const Candidate pipelined{.replicas = 1,
+                            .options = {0, 1, 3, 2},
+                            .micro_batches = 4,
+                            .schedule = PipelineSchedule::kOneFOneB};
+  EXPECT_EQ(space.ShapeIndex(pipelined), 6);
+  EXPECT_NO_THROW(space.Check(pipelined, 4));
+  Candidate replicated = pipelined;
+  replicated.replicas = 2;
+  EXPECT_THROW(space.Check(replicated, 4), std::invalid_argument);
+  Candidate eight = pipelined;
+  eight.micro_batches = 8;
+  EXPECT_THROW(space.Check(eight, 4), std::invalid_argument);
+  Candidate plain_1f1b = pipelined;
+  plain_1f1b.micro_batches = 1;
+  EXPECT_THROW(space.Check(plain_1f1b, 4), std::invalid_argument) << "M = 1 runs as gpipe";
+  EXPECT_FALSE(ActionSpace(4, {1, 2, 4}).has_pipelines());
+
+  EXPECT_EQ(FormatCandidate(pipelined), "1/4/1f1b:0,1,3,2");
+  EXPECT_EQ(ParseCandidate("1/4/1f1b:0,1,3,2"), pipelined);
+  EXPECT_EQ(ParseCandidate("2:0,1"), (Candidate{2, {0, 1}})) << "a log written before pipelines";
+  Candidate gpipe = pipelined;
+  gpipe.schedule = PipelineSchedule::kGPipe;
+  EXPECT_NE(KeyOf(gpipe), KeyOf(pipelined));
+  EXPECT_NE(KeyOf(gpipe), KeyOf(Candidate{1, pipelined.options}));
+  for (const char* bad : {"1/4:0,1", "1/4/pipedream:0", "1/x/gpipe:0", "1/4/gpipe/2:0"}) {
+    EXPECT_THROW(ParseCandidate(bad), std::invalid_argument) << bad;
+  }
+  EXPECT_THAT(Summarise(space, pipelined, {"a", "b", "c", "d"}),
+              HasSubstr("4 micro-batches, 1f1b"));
+  EXPECT_FALSE(space.ScaleOut(pipelined, 2).has_value()) << "no replicated pipelines";
+  EXPECT_EQ(space.WithShape(Candidate{2, {4, 1}}, {1, 2, PipelineSchedule::kGPipe}),
+            (Candidate{.replicas = 1, .options = {0, 1}, .micro_batches = 2}))
+      << "the width-2 option {0, 2} narrows to its first device";
+
+  // Counts that divide the batch, up to 8, while M copies of the step stay within 250k ops.
+  EXPECT_EQ(ActionSpace::DefaultMicroBatchCounts(32, 1000), (std::vector<int>{1, 2, 4, 8}));
+  EXPECT_EQ(ActionSpace::DefaultMicroBatchCounts(12, 1000), (std::vector<int>{1, 2, 4}));
+  EXPECT_EQ(ActionSpace::DefaultMicroBatchCounts(128, 52343), (std::vector<int>{1, 2, 4}));
+  EXPECT_EQ(ActionSpace::DefaultMicroBatchCounts(7, 1000), (std::vector<int>{1}));
+}
+
+graph::Graph LeNetForward(int64_t rows, int64_t normalizer) {
+  return graph::BuildLeNet(
+      {.batch_size = rows, .loss_normalizer = normalizer, .training_step = false});
+}
+
+// Random pipelined candidates (M = 2 and 4, both schedules, any group on any of three devices)
+// run by the executor: each gives one device's two-step parameters; the simulator judges each as
+// it judges the micro-batched step placed directly.
+TEST(CandidateEvaluatorTest, PipelinedCandidatesGiveTheSingleDeviceParametersAfterTwoSteps) {
+  const int64_t batch = 16;
+  const runtime::DeviceSet devices = CpuWorkers(3);
+  sim::RooflineCostModel costs;
+  SimulatedProblem problem =
+      MakeSimulatedProblem(LeNetForward, batch, 0.2, {graph::GroupingMethod::kOpPerGroup, 256},
+                           devices, costs, {1}, {1, 2, 4});
+  const graph::Graph& single = problem.base();
+  const runtime::TensorMap initial = runtime::InitializeParameters(single, 41);
+  const runtime::TensorMap minibatch = runtime::SyntheticBatch(single, 42);
+  runtime::Executor reference_run(single, CpuWorkers(1),
+                                  graph::Placement::AllOn(single, {"cpu:0"}, 0), initial);
+  for (int step = 0; step < 2; ++step) reference_run.RunStep(minibatch);
+  const runtime::TensorMap reference = reference_run.Parameters();
+
+  const CandidateEvaluator& evaluator = *problem.evaluator;
+  std::mt19937 rng(9);
+  for (int trial = 0; trial < 4; ++trial) {
+    Candidate c{.replicas = 1,
+                .options = {},
+                .micro_batches = trial < 2 ? 2 : 4,
+                .schedule = trial % 2 == 0 ? graph::PipelineSchedule::kGPipe
+                                           : graph::PipelineSchedule::kOneFOneB};
+    for (int g = 0; g < problem.num_groups(); ++g) {
+      c.options.push_back(std::uniform_int_distribution<int>(0, 2)(rng));
+    }
+    SCOPED_TRACE(FormatCandidate(c));
+    const ReplicatedModel& model = evaluator.model(c);
+    ASSERT_EQ(model.micro_batches, c.micro_batches);
+    const graph::Placement placement = evaluator.PlacementOf(c);
+    EXPECT_EQ(placement.micro_batches, c.micro_batches);
+    EXPECT_EQ(placement.schedule, c.schedule);
+
+    // The same placement made by hand: group g's ops, in every micro-batch, on c.options[g].
+    graph::Placement base = graph::Placement::AllOn(single, runtime::DeviceNames(devices), 0);
+    for (graph::OpId id : single.OpsInPhase(graph::Phase::kForward)) {
+      base.device_of_op[static_cast<size_t>(id)] =
+          c.options[static_cast<size_t>(problem.grouping.group_of_op[static_cast<size_t>(id)])];
+    }
+    graph::MicroBatchedGraph mb =
+        graph::BuildMicroBatched(LeNetForward, batch, c.micro_batches, 0.2);
+    EXPECT_EQ(placement, graph::PlaceMicroBatches(mb, single, base, c.schedule));
+    const runtime::EvaluationResult judged = evaluator.Evaluate(std::span(&c, 1)).front();
+    ASSERT_TRUE(judged.valid) << judged.invalid_reason;
+    EXPECT_DOUBLE_EQ(judged.step_seconds,
+                     sim::Simulator(mb.graph, devices, costs)
+                         .Simulate(graph::PlaceMicroBatches(mb, single, base, c.schedule))
+                         .step_seconds);
+
+    runtime::Executor executor(model.graph, devices, placement, initial);
+    const runtime::TensorMap feeds = runtime::SplitIntoMicroBatches(minibatch, c.micro_batches);
+    for (int step = 0; step < 2; ++step) executor.RunStep(feeds);
+    test_support::ExpectSameParameters(executor.Parameters(), reference, FormatCandidate(c), 1e-5);
+  }
+}
+
+// Under a memory cap that the one-replica step exceeds on any placement (GPipe too: it stashes
+// every micro-batch before its backward), only 1F1B with several stages fits: the search finds
+// such a pipeline from a single-device warm start, which is invalid.
+TEST(SearchTest, UnderAMemoryCapOnlyOneFOneBFitsAndTheSearchFindsIt) {
+  const int64_t batch = 32;
+  sim::RooflineCostModel costs;
+  graph::Graph plain = LeNetForward(batch, batch);
+  graph::AppendBackwardAndUpdate(plain, 0.2);
+  // The plain step's peak on one device, and a cap 40% of it on each of two devices.
+  const sim::SimulationResult alone = sim::Simulator(plain, CpuWorkers(1), costs)
+                                          .Simulate(graph::Placement::AllOn(plain, {"cpu:0"}, 0));
+  ASSERT_TRUE(alone.valid);
+  const auto cap = static_cast<int64_t>(0.4 * static_cast<double>(alone.peak_memory_bytes[0]));
+  const runtime::DeviceSet devices = CpuWorkers(2, cap);
+  SimulatedProblem problem =
+      MakeSimulatedProblem(LeNetForward, batch, 0.2, {graph::GroupingMethod::kOpPerGroup, 256},
+                           devices, costs, {1}, {1, 2, 4, 8});
+  const Candidate single{1, std::vector<int>(static_cast<size_t>(problem.num_groups()), 0)};
+  ASSERT_FALSE(problem.evaluator->Evaluate(std::span(&single, 1)).front().valid);
+  SearchOptions o = SmallSearch(3);
+  o.policy_steps = 10;
+  const SearchOutcome outcome = RunSearch(problem.Problem({{"single device", single}}), o, nullptr);
+  ASSERT_TRUE(outcome.found_valid);
+  const Candidate& best = outcome.best.candidate;
+  EXPECT_GT(best.micro_batches, 1) << FormatCandidate(best);
+  EXPECT_EQ(best.schedule, graph::PipelineSchedule::kOneFOneB) << FormatCandidate(best);
+  // Nothing else fits: the same stages under GPipe run out of memory.
+  Candidate gpipe = best;
+  gpipe.schedule = graph::PipelineSchedule::kGPipe;
+  EXPECT_FALSE(problem.evaluator->Evaluate(std::span(&gpipe, 1)).front().valid);
 }
 
 TEST(CandidateEvaluatorTest, ABatchIsJudgedAsOneByOne) {
@@ -304,6 +456,20 @@ TEST(RefinerTest, EditsStayInTheSpaceAndChangeTheCandidate) {
     c = next;
   }
   EXPECT_EQ(replica_counts.size(), 3u) << "edits change the replica count too";
+
+  // With micro-batch counts in the space, edits also change the pipeline, and stay in the space.
+  const ActionSpace pipelines(4, {1, 2, 4}, {1, 2, 4});
+  Refiner pipeline_refiner(pipelines, instance.problem.features, {}, 12);
+  std::set<std::string> shapes;
+  for (int i = 0; i < 500; ++i) {
+    const Candidate next = pipeline_refiner.Edit(c);
+    ASSERT_NE(next, c);
+    ASSERT_NO_THROW(pipelines.Check(next, instance.problem.num_groups())) << FormatCandidate(next);
+    shapes.insert(
+        fmt::format("{}/{}/{}", next.replicas, next.micro_batches, graph::ToString(next.schedule)));
+    c = next;
+  }
+  EXPECT_EQ(shapes.size(), pipelines.shapes().size()) << "every shape is reached";
 }
 
 // The specification: from the single-device warm start, one tower per device (within

@@ -437,7 +437,7 @@ SearchConfig ReadSearch(const Value& value) {
               "learning_rate", "entropy_weight",    "ppo_epochs",        "hidden_size",
               "temperature",   "tanh_clip",         "replicas",          "policy",
               "refinement",    "refinement_rounds", "verify_candidates", "grouping",
-              "max_groups"});
+              "max_groups",    "micro_batches"});
   SearchConfig search;
   ReadInteger(mapping, "policy_steps", 0, &search.policy_steps);
   ReadInteger(mapping, "samples_per_step", 2, &search.samples_per_step);
@@ -472,6 +472,18 @@ SearchConfig ReadSearch(const Value& value) {
       const int64_t count = ToInteger<int64_t>(item);
       if (count < 1 || count > 4096) item.Fail(fmt::format("must be in [1, 4096], got {}", count));
       search.replicas.push_back(static_cast<int>(count));
+    }
+  }
+  if (const Value* counts = mapping.Find("micro_batches")) {
+    if (!counts->node.IsSequence() || counts->node.size() == 0) {
+      counts->Fail("expected a non-empty list of micro-batch counts, e.g. [1, 2, 4, 8]");
+    }
+    for (size_t i = 0; i < counts->node.size(); ++i) {
+      const Value item{counts->file, counts->node[i], counts->node[i].Mark(),
+                       fmt::format("{}[{}]", counts->path, i)};
+      const int64_t count = ToInteger<int64_t>(item);
+      if (count < 1 || count > 4096) item.Fail(fmt::format("must be in [1, 4096], got {}", count));
+      search.micro_batches.push_back(static_cast<int>(count));
     }
   }
   if (const Value* policy = mapping.Find("policy")) search.policy = ToBool(*policy);
