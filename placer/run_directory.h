@@ -10,6 +10,7 @@
 // with the number of candidates judged before (no whole cache rewritten at every checkpoint).
 #pragma once
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -49,6 +50,14 @@ struct RunIdentity {
   nlohmann::json ToJson() const;
   static RunIdentity FromJson(const nlohmann::json& json);
 };
+
+// A step time as the log keeps it (whole nanoseconds, the CSV's resolution). The search judges
+// with these values, so that a search resumed from its log compares exactly what an
+// uninterrupted one compared: two placements a few ulps apart (a pipeline whose moved group is
+// off the critical path) would otherwise tie only after the resume and be ranked differently.
+inline double AsLogged(double seconds) {
+  return std::isfinite(seconds) ? std::round(seconds * 1e9) / 1e9 : seconds;
+}
 
 // One judged candidate, as the log keeps it.
 struct LogRow {

@@ -119,7 +119,7 @@ std::vector<Verdict> Loop::Judge(const std::vector<Candidate>& batch, const std:
     evaluations_ += static_cast<int>(fresh.size());
     for (size_t j = 0; j < fresh.size(); ++j) {
       Verdict& v = cache_[KeyOf(fresh[j])];
-      v = {results[j].valid, results[j].step_seconds, results[j].invalid_reason, {}};
+      v = {results[j].valid, AsLogged(results[j].step_seconds), results[j].invalid_reason, {}};
       for (const runtime::DeviceStats& d : results[j].devices) v.busy.push_back(d.busy_seconds);
     }
   }
