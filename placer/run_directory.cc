@@ -146,7 +146,10 @@ RunIdentity RunIdentity::FromJson(const nlohmann::json& j) {
 
 void WriteBestPlacement(const std::filesystem::path& dir, const graph::Graph& graph,
                         const graph::Placement& placement, int replicas, const std::string& model,
-                        double seconds, const std::string& evaluator) {
+                        double step_seconds, const std::string& evaluator) {
+  // As the log keeps it: the search's checkpoints and its final, side-by-side verdict then write
+  // the same file for the same answer.
+  const double seconds = AsLogged(step_seconds);
   std::string yaml = fmt::format(
                          "# best placement found by placer search: {:.3f} ms per step ({})\n"
                          "model: {}\nstep_time_seconds: {}\n",

@@ -289,12 +289,15 @@ TEST(ClusterTest, AMissingWorkerIsNamedWithinTheJoinTimeout) {
 }
 
 // The search hands each policy step's batch to the workers and learns from their verdicts:
-// with budgets in steps, it ends exactly where the local search ends.
+// with budgets in steps, it ends exactly where the local search ends. Both search the space the
+// workers can judge: replica counts (a worker builds its models by replica count, so a search
+// with a cluster offers no pipelines; the local one is held to the same space).
 TEST(ClusterTest, SearchThroughWorkersEndsWhereTheLocalSearchEnds) {
   const int port = FreePort();
   const std::string search =
       "search:\n  evaluator: simulated\n  policy_steps: 4\n  samples_per_step: 8\n"
       "  refinement_rounds: 3\n  max_wall_seconds: 3600\n  replicas: [1, 2]\n"
+      "  micro_batches: [1]\n"
       "output:\n  directory: run\n";
   Fixture local(search);
   Fixture pooled(search + "cluster:\n  workers: 2\n  port: " + std::to_string(port) +
