@@ -23,8 +23,8 @@
 
 #include "bench/timing.h"
 #include "cli/model_factory.h"
-#include "runtime/cluster/worker_pool.h"
 #include "placer/config/config.h"
+#include "runtime/cluster/worker_pool.h"
 #include "runtime/device.h"
 
 namespace {

@@ -15,9 +15,9 @@
 
 #include "bench/timing.h"
 #include "cli/model_factory.h"
-#include "placer/config/config.h"
 #include "graph/micro_batches.h"
 #include "placer/baselines/pipeline.h"
+#include "placer/config/config.h"
 #include "runtime/device.h"
 
 int main(int argc, char** argv) {

@@ -5,8 +5,8 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "placer/config/config.h"
 #include "graph/ir.h"
+#include "placer/config/config.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"placer: learns on which device each op of a training step should run"};

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "placer/config/config.h"
 #include "graph/data_parallel.h"
 #include "graph/ir.h"
+#include "placer/config/config.h"
 #include "runtime/measured_evaluator.h"
 #include "runtime/sim/cost_model.h"
 

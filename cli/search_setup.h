@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "placer/config/config.h"
 #include "graph/grouping.h"
 #include "placer/action_space.h"
 #include "placer/candidate_evaluator.h"
+#include "placer/config/config.h"
 #include "placer/run_directory.h"
 #include "placer/search.h"
 #include "runtime/device.h"

@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "cli/model_factory.h"
-#include "placer/config/config.h"
 #include "graph/data_parallel.h"
+#include "placer/config/config.h"
 #include "runtime/cluster/store.h"
 #include "runtime/cluster/worker_pool.h"
 #include "runtime/device.h"

@@ -16,11 +16,11 @@
 #include <sstream>
 
 #include "cli/model_factory.h"
-#include "placer/config/config.h"
 #include "graph/ir.h"
 #include "graph/onnx_loader.h"
 #include "graph/ops.h"
 #include "graph/placement.h"
+#include "placer/config/config.h"
 #include "runtime/executor.h"
 #include "tests/onnx_writer.h"
 #include "tests/support.h"

@@ -19,11 +19,11 @@
 #include <vector>
 
 #include "cli/model_factory.h"
-#include "placer/config/config.h"
 #include "graph/data_parallel.h"
 #include "graph/ops.h"
 #include "graph/placement.h"
 #include "graph/training_step.h"
+#include "placer/config/config.h"
 #include "runtime/executor.h"
 #include "tests/support.h"
 
