@@ -181,6 +181,23 @@ void ReadPositive(const Mapping& mapping, std::string_view key, double* out) {
   }
 }
 
+// A non-empty list of counts in [1, 4096] (`what`: "replica counts, e.g. [1, 2, 4]").
+void ReadCounts(const Mapping& mapping, std::string_view key, std::string_view what,
+                std::vector<int>* out) {
+  const Value* list = mapping.Find(key);
+  if (list == nullptr) return;
+  if (!list->node.IsSequence() || list->node.size() == 0) {
+    list->Fail(fmt::format("expected a non-empty list of {}", what));
+  }
+  for (size_t i = 0; i < list->node.size(); ++i) {
+    const Value item{list->file, list->node[i], list->node[i].Mark(),
+                     fmt::format("{}[{}]", list->path, i)};
+    const int64_t count = ToInteger<int64_t>(item);
+    if (count < 1 || count > 4096) item.Fail(fmt::format("must be in [1, 4096], got {}", count));
+    out->push_back(static_cast<int>(count));
+  }
+}
+
 // "'a' or 'b'", "'a', 'b' or 'c'".
 std::string Alternatives(const std::vector<std::string_view>& choices) {
   std::string text;
@@ -462,30 +479,9 @@ SearchConfig ReadSearch(const Value& value) {
     search.tanh_clip = ToNumber(*clip);
     if (search.tanh_clip < 0) clip->Fail("must be >= 0 (0 turns clipping off)");
   }
-  if (const Value* replicas = mapping.Find("replicas")) {
-    if (!replicas->node.IsSequence() || replicas->node.size() == 0) {
-      replicas->Fail("expected a non-empty list of replica counts, e.g. [1, 2, 4]");
-    }
-    for (size_t i = 0; i < replicas->node.size(); ++i) {
-      const Value item{replicas->file, replicas->node[i], replicas->node[i].Mark(),
-                       fmt::format("{}[{}]", replicas->path, i)};
-      const int64_t count = ToInteger<int64_t>(item);
-      if (count < 1 || count > 4096) item.Fail(fmt::format("must be in [1, 4096], got {}", count));
-      search.replicas.push_back(static_cast<int>(count));
-    }
-  }
-  if (const Value* counts = mapping.Find("micro_batches")) {
-    if (!counts->node.IsSequence() || counts->node.size() == 0) {
-      counts->Fail("expected a non-empty list of micro-batch counts, e.g. [1, 2, 4, 8]");
-    }
-    for (size_t i = 0; i < counts->node.size(); ++i) {
-      const Value item{counts->file, counts->node[i], counts->node[i].Mark(),
-                       fmt::format("{}[{}]", counts->path, i)};
-      const int64_t count = ToInteger<int64_t>(item);
-      if (count < 1 || count > 4096) item.Fail(fmt::format("must be in [1, 4096], got {}", count));
-      search.micro_batches.push_back(static_cast<int>(count));
-    }
-  }
+  ReadCounts(mapping, "replicas", "replica counts, e.g. [1, 2, 4]", &search.replicas);
+  ReadCounts(mapping, "micro_batches", "micro-batch counts, e.g. [1, 2, 4, 8]",
+             &search.micro_batches);
   if (const Value* policy = mapping.Find("policy")) search.policy = ToBool(*policy);
   if (const Value* refinement = mapping.Find("refinement")) {
     search.refinement = ToBool(*refinement);
