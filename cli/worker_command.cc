@@ -13,6 +13,7 @@
 
 #include "cli/model_factory.h"
 #include "graph/data_parallel.h"
+#include "graph/micro_batches.h"
 #include "placer/config/config.h"
 #include "runtime/cluster/process_group.h"
 #include "runtime/cluster/worker_loop.h"
@@ -25,8 +26,8 @@ namespace placer::cli {
 namespace {
 
 // The worker's evaluators, built from the search's config as the search builds its own
-// (cli/search_setup.cc): the model at each replica count asked for, measured on this host's
-// devices or simulated with the config's cost model.
+// (cli/search_setup.cc): the model at each replica count (or micro-batch count) asked for, measured
+// on this host's devices or simulated with the config's cost model.
 class WorkerEvaluators {
  public:
   explicit WorkerEvaluators(config::Config config)
@@ -39,23 +40,36 @@ class WorkerEvaluators {
       throw InputError(fmt::format("the placement's devices differ from this worker's ({})",
                                    fmt::join(names_, ", ")));
     }
-    const graph::Graph& graph = Model(task.replicas);
+    const Shape shape{task.replicas, task.placement.micro_batches};
+    const graph::Graph& graph = Model(shape);
     if (task.placement.device_of_op.size() != static_cast<size_t>(graph.num_ops())) {
       throw InputError(fmt::format(
-          "the placement has {} ops, this worker's model with {} replicas {}: do the search "
-          "and the worker run the same placer?",
-          task.placement.device_of_op.size(), task.replicas, graph.num_ops()));
+          "the placement has {} ops, this worker's model with {} replicas and {} micro-batches "
+          "{}: do the search and the worker run the same placer?",
+          task.placement.device_of_op.size(), shape.first, shape.second, graph.num_ops()));
     }
-    return EvaluatorFor(task.kind, task.replicas).Evaluate(task.placement);
+    return EvaluatorFor(task.kind, shape).Evaluate(task.placement);
   }
 
  private:
-  // As search::BuildReplicatedModels builds it.
-  const graph::Graph& Model(int replicas) {
-    auto it = models_.find(replicas);
+  using Shape = std::pair<int, int>;  // replicas, micro-batches
+
+  // As search::BuildReplicatedModels and search::AddMicroBatchedModels build it.
+  const graph::Graph& Model(const Shape& shape) {
+    const auto [replicas, micro_batches] = shape;
+    auto it = models_.find(shape);
     if (it == models_.end()) {
       graph::Graph graph;
-      if (replicas == 1) {
+      if (micro_batches > 1) {
+        if (replicas > 1) {
+          throw InputError(
+              fmt::format("{} replicas with {} micro-batches: not a step placer builds", replicas,
+                          micro_batches));
+        }
+        graph = graph::BuildMicroBatched(ForwardBuilderFor(config_), config_.model.batch_size,
+                                         micro_batches, config_.model.learning_rate)
+                    .graph;
+      } else if (replicas == 1) {
         graph = BuildSingleModel(config_);
       } else {
         std::vector<std::string> names;
@@ -65,22 +79,22 @@ class WorkerEvaluators {
                                          config_.model.learning_rate)
                     .graph;
       }
-      it = models_.emplace(replicas, std::make_unique<graph::Graph>(std::move(graph))).first;
+      it = models_.emplace(shape, std::make_unique<graph::Graph>(std::move(graph))).first;
     }
     return *it->second;
   }
 
-  runtime::Evaluator& EvaluatorFor(const std::string& kind, int replicas) {
-    const auto key = std::make_pair(kind, replicas);
+  runtime::Evaluator& EvaluatorFor(const std::string& kind, const Shape& shape) {
+    const auto key = std::make_pair(kind, shape);
     auto it = evaluators_.find(key);
     if (it != evaluators_.end()) return *it->second;
     std::unique_ptr<runtime::Evaluator> evaluator;
     if (kind == "measured") {
-      evaluator = std::make_unique<runtime::MeasuredEvaluator>(Model(replicas), devices_,
+      evaluator = std::make_unique<runtime::MeasuredEvaluator>(Model(shape), devices_,
                                                                MeasurementOptionsFor(config_));
     } else if (kind == "simulated") {
       if (!costs_) costs_ = CostModelFor(config_);
-      evaluator = std::make_unique<sim::SimulatedEvaluator>(Model(replicas), devices_, *costs_);
+      evaluator = std::make_unique<sim::SimulatedEvaluator>(Model(shape), devices_, *costs_);
     } else {
       throw InputError(fmt::format("unknown evaluator '{}'", kind));
     }
@@ -90,9 +104,9 @@ class WorkerEvaluators {
   config::Config config_;
   runtime::DeviceSet devices_;
   std::vector<std::string> names_;
-  std::map<int, std::unique_ptr<graph::Graph>> models_;
+  std::map<Shape, std::unique_ptr<graph::Graph>> models_;
   std::unique_ptr<sim::CostModel> costs_;
-  std::map<std::pair<std::string, int>, std::unique_ptr<runtime::Evaluator>> evaluators_;
+  std::map<std::pair<std::string, Shape>, std::unique_ptr<runtime::Evaluator>> evaluators_;
 };
 
 // A flag's value, else the environment variable torchrun sets; `what` names both when neither.

@@ -1,6 +1,9 @@
 #include "proto/evaluation_wire.h"
 
+#include <algorithm>
+
 #include "evaluation.pb.h"
+#include "graph/micro_batches.h"
 
 namespace placer::proto {
 namespace {
@@ -32,6 +35,8 @@ std::vector<uint8_t> EncodeTask(const EvaluationTask& task) {
   m.mutable_device_of_op()->Add(task.placement.device_of_op.begin(),
                                 task.placement.device_of_op.end());
   for (const std::string& device : task.placement.devices) m.add_devices(device);
+  m.set_micro_batches(task.placement.micro_batches);
+  m.set_schedule(graph::ToString(task.placement.schedule));
   return Bytes(m);
 }
 
@@ -41,6 +46,14 @@ EvaluationTask DecodeTask(const std::vector<uint8_t>& bytes) {
   EvaluationTask task{m.id(), m.stop(), m.kind(), m.replicas(), {}};
   task.placement.device_of_op.assign(m.device_of_op().begin(), m.device_of_op().end());
   task.placement.devices.assign(m.devices().begin(), m.devices().end());
+  task.placement.micro_batches = std::max(1, m.micro_batches());
+  if (!m.schedule().empty()) {
+    try {
+      task.placement.schedule = graph::ParsePipelineSchedule(m.schedule());
+    } catch (const graph::GraphError& error) {
+      throw WireError(std::string("an evaluation task's schedule: ") + error.what());
+    }
+  }
   return task;
 }
 

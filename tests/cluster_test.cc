@@ -21,6 +21,7 @@
 
 #include "cli/model_factory.h"
 #include "graph/data_parallel.h"
+#include "graph/micro_batches.h"
 #include "placer/config/config.h"
 #include "runtime/cluster/store.h"
 #include "runtime/cluster/worker_pool.h"
@@ -101,6 +102,7 @@ struct Fixture {
   runtime::DeviceSet devices;
   std::vector<std::string> names;
   graph::Graph single, replicated;
+  graph::MicroBatchedGraph pipelined;  // 4 micro-batches
 
   explicit Fixture(const std::string& extra = "") {
     std::ofstream(config_file) << kConfig << extra;
@@ -111,6 +113,8 @@ struct Fixture {
     replicated = graph::BuildDataParallel(cli::ForwardBuilderFor(config), config.model.batch_size,
                                           {"r0", "r1"}, {1.0, 1.0}, config.model.learning_rate)
                      .graph;
+    pipelined = graph::BuildMicroBatched(cli::ForwardBuilderFor(config), config.model.batch_size, 4,
+                                         config.model.learning_rate);
   }
 
   cluster::PoolOptions Options(int workers) const {
@@ -122,8 +126,9 @@ struct Fixture {
             .config_path = config_file.string()};
   }
 
-  // Every op on one device, every other forward op on the other device, and the replicas of
-  // the replicated model one per device.
+  // Every op on one device, every other forward op on the other device, the replicas of the
+  // replicated model one per device, and the alternating stages as a 1F1B pipeline of 4
+  // micro-batches (the task carries M and the schedule; the worker builds the micro-batched step).
   std::vector<cluster::PoolTask> Tasks(const std::string& kind) const {
     std::vector<cluster::PoolTask> tasks;
     tasks.push_back({kind, 1, graph::Placement::AllOn(single, names, 0)});
@@ -140,6 +145,9 @@ struct Fixture {
       if (device >= 0 && replicated.op(id).name.starts_with("r1/")) device = 1;
     }
     tasks.push_back({kind, 2, split});
+    tasks.push_back({kind, 1,
+                     graph::PlaceMicroBatches(pipelined, single, alternating,
+                                              graph::PipelineSchedule::kOneFOneB)});
     return tasks;
   }
 
@@ -147,7 +155,9 @@ struct Fixture {
     std::unique_ptr<sim::CostModel> costs = cli::CostModelFor(config);
     std::vector<runtime::EvaluationResult> results;
     for (const cluster::PoolTask& task : tasks) {
-      const graph::Graph& graph = task.replicas == 1 ? single : replicated;
+      const graph::Graph& graph = task.placement.micro_batches > 1 ? pipelined.graph
+                                  : task.replicas == 1             ? single
+                                                                   : replicated;
       if (task.kind == "simulated") {
         results.push_back(sim::SimulatedEvaluator(graph, devices, *costs).Evaluate(task.placement));
       } else {
@@ -289,15 +299,13 @@ TEST(ClusterTest, AMissingWorkerIsNamedWithinTheJoinTimeout) {
 }
 
 // The search hands each policy step's batch to the workers and learns from their verdicts:
-// with budgets in steps, it ends exactly where the local search ends. Both search the space the
-// workers can judge: replica counts (a worker builds its models by replica count, so a search
-// with a cluster offers no pipelines; the local one is held to the same space).
+// with budgets in steps, it ends exactly where the local search ends. Both search the default
+// space, pipelines included (the workers build the micro-batched steps the tasks name).
 TEST(ClusterTest, SearchThroughWorkersEndsWhereTheLocalSearchEnds) {
   const int port = FreePort();
   const std::string search =
       "search:\n  evaluator: simulated\n  policy_steps: 4\n  samples_per_step: 8\n"
       "  refinement_rounds: 3\n  max_wall_seconds: 3600\n  replicas: [1, 2]\n"
-      "  micro_batches: [1]\n"
       "output:\n  directory: run\n";
   Fixture local(search);
   Fixture pooled(search + "cluster:\n  workers: 2\n  port: " + std::to_string(port) +
@@ -323,8 +331,12 @@ TEST(ClusterTest, SearchThroughWorkersEndsWhereTheLocalSearchEnds) {
   }
   EXPECT_EQ(ReadFile(pooled.dir.path() / "run" / "best_placement.yaml"),
             ReadFile(local.dir.path() / "run" / "best_placement.yaml"));
-  EXPECT_EQ(ReadFile(pooled.dir.path() / "run" / "search.csv"),
-            ReadFile(local.dir.path() / "run" / "search.csv"));
+  const std::string csv = ReadFile(pooled.dir.path() / "run" / "search.csv");
+  EXPECT_EQ(csv, ReadFile(local.dir.path() / "run" / "search.csv"));
+  // Pipelines were judged on the workers, and some were valid (valid is the column before the
+  // reward, origin and candidate).
+  EXPECT_THAT(csv,
+              ::testing::ContainsRegex(",1,-?[0-9.]+,[01],\"[^\"]*\",\"1/[248]/(gpipe|1f1b):"));
 }
 
 }  // namespace
