@@ -36,7 +36,9 @@ int IndexOf(const std::vector<std::string>& devices, const std::string& name) {
   return it == devices.end() ? -1 : static_cast<int>(it - devices.begin());
 }
 
-// A lane's events drawn as bars: neighbours closer than half a pixel merge.
+// A lane's events drawn as bars: neighbours closer than half a pixel merge, unless they belong to
+// different micro-batches of a pipelined step (a stage's micro-batches run back to back, and each
+// is drawn, so that the picture shows them per stage).
 struct Bar {
   double x0 = 0, x1 = 0;
   double start_us = 0, end_us = 0;
@@ -52,7 +54,8 @@ std::vector<Bar> BarsOf(std::vector<const runtime::TraceEvent*> events, double t
     const double end = e->start_us + e->duration_us;
     const double x0 = kLabelWidth + kPlotWidth * e->start_us / total_us;
     const double x1 = kLabelWidth + kPlotWidth * end / total_us;
-    if (!bars.empty() && x0 <= bars.back().x1 + 0.5) {
+    if (!bars.empty() && x0 <= bars.back().x1 + 0.5 &&
+        graph::MicroBatchOfName(e->name) == graph::MicroBatchOfName(bars.back().first)) {
       Bar& b = bars.back();
       b.x1 = std::max(b.x1, x1);
       b.end_us = std::max(b.end_us, end);

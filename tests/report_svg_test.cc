@@ -79,6 +79,17 @@ TEST(ReportSvgTest, MicroBatchesAlternateInShadeAndAreNumbered) {
   EXPECT_EQ(Count(svg, R"(fill-opacity="0.55")"), 1);  // micro-batch 1 only
   EXPECT_EQ(Count(svg, R"(font-size="9">0</text>)"), 2);
   EXPECT_EQ(Count(svg, R"(font-size="9">1</text>)"), 1);
+  // Back to back, a stage's micro-batches stay bars of their own (ops of one merge).
+  p.schedule = {
+      {.lane = "cpu:0", .name = "m0/conv1", .start_us = 0, .duration_us = 200},
+      {.lane = "cpu:0", .name = "m0/relu1", .start_us = 200, .duration_us = 100},
+      {.lane = "cpu:0", .name = "m1/conv1", .start_us = 300, .duration_us = 200},
+      {.lane = "cpu:0", .name = "m1/relu1", .start_us = 500, .duration_us = 100},
+  };
+  const std::string back_to_back = ScheduleSvg(p);
+  EXPECT_THAT(back_to_back, HasSubstr("<title>2 ops: m0/conv1 ... m0/relu1"));
+  EXPECT_THAT(back_to_back, HasSubstr("<title>2 ops: m1/conv1 ... m1/relu1"));
+  EXPECT_EQ(Count(back_to_back, R"(fill-opacity="0.55")"), 1);
 }
 
 TEST(ReportSvgTest, StripColoursEveryGroupByItsDevicesAndLabelsRuns) {
