@@ -369,10 +369,13 @@ SearchOutcome RandomSearch(const CandidateEvaluator& evaluator, int evaluations,
                            int batch_size) {
   const ActionSpace& space = evaluator.space();
   std::mt19937_64 rng(seed);
-  std::vector<std::vector<int>> allowed(space.replica_counts().size());
-  for (size_t r = 0; r < allowed.size(); ++r) {
+  // Per step shape (a replica count, or one replica with M micro-batches and a schedule): the
+  // options its replica count allows.
+  const std::vector<StepShape>& shapes = space.shapes();
+  std::vector<std::vector<int>> allowed(shapes.size());
+  for (size_t s = 0; s < shapes.size(); ++s) {
     for (int o = 0; o < space.num_options(); ++o) {
-      if (space.Allowed(o, space.replica_counts()[r])) allowed[r].push_back(o);
+      if (space.Allowed(o, shapes[s].replicas)) allowed[s].push_back(o);
     }
   }
   // The number of distinct candidates, as long as it is small enough to matter.
@@ -388,11 +391,12 @@ SearchOutcome RandomSearch(const CandidateEvaluator& evaluator, int evaluations,
   while (outcome.evaluations < budget) {
     std::vector<Candidate> batch;
     while (static_cast<int>(batch.size()) < std::min(batch_size, budget - outcome.evaluations)) {
-      const size_t r = std::uniform_int_distribution<size_t>(0, allowed.size() - 1)(rng);
-      Candidate c{space.replica_counts()[r],
-                  std::vector<int>(static_cast<size_t>(evaluator.num_groups()))};
+      const size_t s = std::uniform_int_distribution<size_t>(0, shapes.size() - 1)(rng);
+      Candidate c = space.WithShape(
+          {shapes[s].replicas, std::vector<int>(static_cast<size_t>(evaluator.num_groups()))},
+          shapes[s]);
       for (int& o : c.options) {
-        o = allowed[r][std::uniform_int_distribution<size_t>(0, allowed[r].size() - 1)(rng)];
+        o = allowed[s][std::uniform_int_distribution<size_t>(0, allowed[s].size() - 1)(rng)];
       }
       if (seen.insert(KeyOf(c)).second) batch.push_back(std::move(c));
     }

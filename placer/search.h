@@ -92,7 +92,8 @@ struct SearchProblem {
 SearchOutcome RunSearch(const SearchProblem& problem, const SearchOptions& options,
                         RunDirectory* run_dir);
 
-// Uniform random candidates (uniform replica count, then a uniform allowed option per group),
+// Uniform random candidates (a uniform step shape of the space: a replica count, or one replica
+// with a micro-batch count and schedule; then a uniform allowed option per group),
 // `evaluations` distinct ones, judged in batches of `batch`.
 SearchOutcome RandomSearch(const CandidateEvaluator& evaluator, int evaluations, uint64_t seed,
                            int batch = 64);

@@ -281,6 +281,27 @@ TEST(SearchTest, UnderAMemoryCapOnlyOneFOneBFitsAndTheSearchFindsIt) {
   EXPECT_FALSE(problem.evaluator->Evaluate(std::span(&gpipe, 1)).front().valid);
 }
 
+// The random-search baseline draws step shapes, pipelines included: under the same memory cap,
+// where only a multi-stage 1F1B pipeline fits, it finds one; drawing replica counts alone, it
+// could not.
+TEST(SearchTest, RandomSearchDrawsPipelines) {
+  const int64_t batch = 32;
+  sim::RooflineCostModel costs;
+  graph::Graph plain = LeNetForward(batch, batch);
+  graph::AppendBackwardAndUpdate(plain, 0.2);
+  const sim::SimulationResult alone = sim::Simulator(plain, CpuWorkers(1), costs)
+                                          .Simulate(graph::Placement::AllOn(plain, {"cpu:0"}, 0));
+  ASSERT_TRUE(alone.valid);
+  const auto cap = static_cast<int64_t>(0.4 * static_cast<double>(alone.peak_memory_bytes[0]));
+  SimulatedProblem problem =
+      MakeSimulatedProblem(LeNetForward, batch, 0.2, {graph::GroupingMethod::kOpPerGroup, 256},
+                           CpuWorkers(2, cap), costs, {1}, {1, 2, 4, 8});
+  const SearchOutcome random = RandomSearch(*problem.evaluator, 400, 5);
+  ASSERT_TRUE(random.found_valid);
+  EXPECT_GT(random.best.candidate.micro_batches, 1) << FormatCandidate(random.best.candidate);
+  EXPECT_EQ(random.best.candidate.schedule, graph::PipelineSchedule::kOneFOneB);
+}
+
 TEST(CandidateEvaluatorTest, ABatchIsJudgedAsOneByOne) {
   TowersInstance instance(4, {1, 2, 4});
   const CandidateEvaluator& evaluator = *instance.problem.evaluator;
