@@ -136,8 +136,9 @@ int RunCompareCommand(const Commands& c) {
                        learned.wall_seconds + baselines_seconds, learned.evaluations, true});
   }
   if (setup->measured) {
-    // The warm starts that are not rows of their own (baselines copied onto idle devices).
-    for (const search::NamedCandidate& warm : setup->scaled_out) {
+    // The warm starts that are not rows of their own (baselines copied onto idle devices, the
+    // pipeline baseline's stages at each micro-batch count).
+    for (const search::NamedCandidate& warm : DerivedWarmStarts(*setup)) {
       pending.push_back({Kind::kLearned, warm.name, warm.candidate, "", 0, 0, true});
     }
   }
@@ -171,8 +172,8 @@ int RunCompareCommand(const Commands& c) {
   }
   std::optional<search::PlacementPicture> pipeline_picture;
   // The pipeline baseline tries micro-batch counts up to 32 on micro-batched graphs of its own,
-  // simulated; a measured comparison's search has no pipelines (search.micro_batches), so that
-  // only a simulated comparison has its row.
+  // simulated, so that only a simulated comparison has its row (a measured comparison measures its
+  // stages at the search's micro-batch counts among the learned row's candidates).
   if (setup->measured) {
     std::cout << "note: the pipeline baseline is simulated only; no row under a measured judge\n";
   } else {

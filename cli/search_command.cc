@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <atomic>
+#include <cmath>
 #include <csignal>
 #include <iostream>
 #include <limits>
@@ -49,9 +50,12 @@ std::string SummaryTable(const std::vector<Row>& rows, double reference_seconds)
   for (const Row& row : rows) {
     const runtime::EvaluationResult& r = row.judged.result;
     if (row.candidate != nullptr && r.valid) {
-      out << fmt::format("| {:<44} | {:>8.3f} ms | {:>15} | {:>14.3f}x |\n", row.method,
-                         r.step_seconds * 1e3, Spread(row.judged.round_seconds),
-                         reference_seconds / r.step_seconds);
+      // No valid single device (a memory limit only pipelines fit): no ratio.
+      const std::string ratio = std::isfinite(reference_seconds)
+                                    ? fmt::format("{:.3f}x", reference_seconds / r.step_seconds)
+                                    : "-";
+      out << fmt::format("| {:<44} | {:>8.3f} ms | {:>15} | {:>15} |\n", row.method,
+                         r.step_seconds * 1e3, Spread(row.judged.round_seconds), ratio);
     } else {
       const std::string reason = row.candidate != nullptr ? r.invalid_reason : row.error;
       out << fmt::format("| {:<44} | {:>11} | {:>33} |\n", row.method, "invalid",
@@ -144,7 +148,11 @@ int RunSearchCommand(const Commands& c) {
   for (const Baseline& b : setup->baselines) {
     if (b.candidate) candidates.push_back(*b.candidate);
   }
-  for (const search::NamedCandidate& warm : setup->scaled_out) candidates.push_back(warm.candidate);
+  // The warm starts that are not baselines of their own: baselines copied onto idle devices, and
+  // the pipeline baseline's stages at every micro-batch count (a measured judge may prefer one
+  // the simulator ranked lower).
+  const std::vector<search::NamedCandidate> derived = DerivedWarmStarts(*setup);
+  for (const search::NamedCandidate& warm : derived) candidates.push_back(warm.candidate);
   const int rounds = search::RoundsFor(setup->judge());
   std::cout << fmt::format("judging {} placements side by side ({} round{})\n", candidates.size(),
                            rounds, rounds == 1 ? "" : "s");
@@ -166,7 +174,7 @@ int RunSearchCommand(const Commands& c) {
       rows.push_back({b.name, nullptr, {}, b.error});
     }
   }
-  for (const search::NamedCandidate& warm : setup->scaled_out) {
+  for (const search::NamedCandidate& warm : derived) {
     rows.push_back({"warm start: " + warm.name, &candidates[next], judged[next], ""});
     ++next;
   }

@@ -191,6 +191,12 @@ std::vector<search::NamedCandidate> SearchSetup::WarmStarts() const {
   return warm;
 }
 
+std::vector<search::NamedCandidate> DerivedWarmStarts(const SearchSetup& setup) {
+  std::vector<search::NamedCandidate> derived = setup.scaled_out;
+  derived.insert(derived.end(), setup.pipelined.begin(), setup.pipelined.end());
+  return derived;
+}
+
 graph::GroupingOptions GroupingOptionsFor(const config::Config& config, const graph::Graph& graph,
                                           const std::vector<std::string>& devices,
                                           std::vector<std::string>* notes) {
@@ -287,23 +293,13 @@ std::unique_ptr<SearchSetup> BuildSearchSetup(const config::Config& config, std:
           config.source.string(), r, devices, config.model.batch_size));
     }
   }
-  // Pipelines are searched on the simulator here; the measured evaluators and the cluster's
-  // workers build the model by its replica count alone.
-  const bool pipelines_judged_here = !measured && config.cluster.workers == 0;
-  std::vector<int> micro_batches =
+  // Pipelines are judged wherever the step is: the simulators here, the measured evaluators (each
+  // micro-batched step profiled for the search's simulator below) and the cluster's workers (the
+  // evaluation task carries M and the schedule; `placer worker` builds the same step).
+  const std::vector<int> micro_batches =
       config.search.micro_batches.empty()
-          ? (pipelines_judged_here ? search::ActionSpace::DefaultMicroBatchCounts(
-                                         config.model.batch_size, base.num_ops())
-                                   : std::vector<int>{1})
+          ? search::ActionSpace::DefaultMicroBatchCounts(config.model.batch_size, base.num_ops())
           : config.search.micro_batches;
-  for (int m : micro_batches) {
-    if (m > 1 && !pipelines_judged_here) {
-      throw InputError(fmt::format(
-          "{}: search.micro_batches: {}: pipelines are searched with a simulated evaluator and no "
-          "cluster only; give [1]",
-          config.source.string(), m));
-    }
-  }
   s->models = search::BuildReplicatedModels(std::move(base), s->grouping, ForwardBuilderFor(config),
                                             config.model.batch_size, config.model.learning_rate,
                                             wanted, &s->notes);
@@ -322,13 +318,18 @@ std::unique_ptr<SearchSetup> BuildSearchSetup(const config::Config& config, std:
 
   if (measured) {
     // The search learns on a simulator of these very devices: each op of each model timed here.
+    // The profile runs every op on each device in turn, which a memory limit meant for placements
+    // (where only pipelines may fit) would refuse: it times the ops without the limits, and the
+    // simulator holds placements to them.
+    runtime::DeviceSet unlimited = s->devices;
+    for (runtime::Device& device : unlimited) device.memory_capacity = 0;
     for (const auto& m : s->models) {
       const auto profiling = std::chrono::steady_clock::now();
       log << fmt::format("profiling the training step with {} on {} for the search's simulator",
                          DescribeReplicas(*m), fmt::join(s->names, ", "))
           << std::flush;
       s->costs.push_back(std::make_unique<sim::ProfiledCostModel>(
-          runtime::ProfileDevices(m->graph, s->devices,
+          runtime::ProfileDevices(m->graph, unlimited,
                                   {.warmup_steps = std::min(3, config.measurement.warmup_steps),
                                    .timed_steps = std::max(5, config.measurement.timed_steps),
                                    .seed = config.model.init_seed,

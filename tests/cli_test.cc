@@ -270,4 +270,80 @@ TEST(CliTest, EvaluateRunsAPipelinedPlacementFromItsFile) {
                                       HasSubstr("micro_batches: 3 does not divide")));
 }
 
+// LeNet (batch 32) on two 1-thread CPU workers that hold 2.7 MB each: 40% of the plain step's
+// measured peak on one device (6.44 MiB, `placer evaluate --device cpu:0`), so that neither
+// device alone nor the baselines' placements fit, and pipelines over both workers do (the
+// pipeline baseline's contiguous stages fit under 1F1B with 8 micro-batches, not under GPipe).
+constexpr const char* kPipelineOnlyDevices =
+    "model: {builtin: lenet, batch_size: 32}\n"
+    "devices:\n  - {name: cpu:0, threads: 1, memory: 2700000}\n"
+    "  - {name: cpu:1, threads: 1, memory: 2700000}\n"
+    "measurement: {warmup_steps: 1, timed_steps: 2}\n";
+
+// A measured search proposes pipelines, measures them, and exports its pipelined answer with M
+// and the schedule: `placer evaluate --placement` of the file runs the same shape.
+TEST(CliTest, AMeasuredSearchMeasuresPipelinesAndExportsOne) {
+  const auto dir = SuiteDir() / "measured_pipelines";
+  const std::string config =
+      WriteTemp("measured_pipelines.yaml",
+                std::string(kPipelineOnlyDevices) +
+                    "search:\n  evaluator: measured\n  policy_steps: 3\n  samples_per_step: 8\n"
+                    "  refinement_rounds: 20\n  verify_candidates: 2\n  replicas: [1]\n"
+                    "  micro_batches: [1, 4, 8]\noutput:\n  directory: " +
+                    dir.string() + "\n");
+  Result r = RunPlacer("search --config " + config);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("micro-batch counts 1/4/8"),
+                              HasSubstr("profiling the training step with 8 micro-batches of 4"),
+                              HasSubstr("warm start: pipeline (contiguous stages), M = 8, 1f1b")));
+  std::ifstream in(dir / "best_placement.yaml");
+  const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_THAT(file, AllOf(HasSubstr("(measured)"), HasSubstr("schedule: 1f1b")));
+  const auto m = file.find("micro_batches: ");
+  ASSERT_NE(m, std::string::npos) << file;
+  const int micro_batches = std::stoi(file.substr(m + 15));
+  EXPECT_GT(micro_batches, 1);
+  Result evaluated = RunPlacer("evaluate --config " + config + " --placement " +
+                               (dir / "best_placement.yaml").string());
+  EXPECT_EQ(evaluated.exit_code, 0) << evaluated.output;
+  EXPECT_THAT(evaluated.output,
+              AllOf(HasSubstr(std::to_string(micro_batches) + " micro-batches of " +
+                              std::to_string(32 / micro_batches) + " rows, 1f1b"),
+                    HasSubstr("step time")));
+}
+
+// `placer compare` where only pipelines fit: the learned row and the pipeline baseline's row show
+// M, the schedule and the peak memory of each device; the timeline of the pipelined answer
+// numbers its micro-batches.
+TEST(CliTest, CompareShowsThePipelinesOfTheLearnedAndPipelineRows) {
+  const auto dir = SuiteDir() / "compare_pipelines";
+  const std::string config =
+      WriteTemp("compare_pipelines.yaml",
+                std::string(kPipelineOnlyDevices) +
+                    "search:\n  evaluator: simulated\n  policy_steps: 4\n  samples_per_step: 8\n"
+                    "  refinement_rounds: 20\n  replicas: [1]\n  micro_batches: [1, 2, 4, 8]\n"
+                    "output:\n  directory: " +
+                    dir.string() + "\n");
+  Result r = RunPlacer("compare --config " + config);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // The rows: method, step time, ratios, time to produce, then the peak memory of both devices.
+  EXPECT_THAT(r.output,
+              ::testing::ContainsRegex("\nlearned[^\n]* ms [^\n]*[0-9.]+ / [0-9.]+ MiB\n"));
+  EXPECT_THAT(r.output, ::testing::ContainsRegex(
+                            "\npipeline \\(M = [0-9]+, 1f1b\\)[^\n]* [0-9.]+ / [0-9.]+ MiB\n"));
+  // Their placements: the learned answer is a pipeline (nothing else fits).
+  EXPECT_THAT(r.output, ::testing::ContainsRegex("\nlearned[^\n]*: 1 replica[^\n]*, [248] "
+                                                 "micro-batches, (gpipe|1f1b): "));
+  EXPECT_THAT(r.output, ::testing::ContainsRegex(
+                            "\npipeline \\(M = [0-9]+, 1f1b\\): [0-9]+ contiguous stages, "));
+  std::ifstream html(dir / "report.html");
+  const std::string text((std::istreambuf_iterator<char>(html)), std::istreambuf_iterator<char>());
+  // The learned placement's timeline: bars of micro-batch 1 (drawn on their own, numbered).
+  const auto learned = text.find("<h3>learned</h3>");
+  ASSERT_NE(learned, std::string::npos);
+  const std::string picture = text.substr(learned, text.find("<h3>", learned + 1) - learned);
+  EXPECT_THAT(picture, ::testing::ContainsRegex("<title>([0-9]+ ops: )?m1/"));
+  EXPECT_THAT(picture, HasSubstr(R"(font-size="9">1</text>)"));
+}
+
 }  // namespace

@@ -119,7 +119,7 @@ struct SearchConfig {
   std::vector<int> replicas;
   // search.micro_batches: the micro-batch counts searched with one replica (pipelines under GPipe
   // and 1F1B); empty: 1, 2, 4, 8 that divide the batch and keep M copies of the step within 250k
-  // ops, with a simulated evaluator and no cluster; [1]: no pipelines.
+  // ops; [1]: no pipelines.
   std::vector<int> micro_batches;
   bool policy = true;            // search.policy: learn with the policy (PPO, self-imitation)
   bool refinement = true;        // search.refinement: refine by local search on the simulator
