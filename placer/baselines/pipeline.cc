@@ -55,12 +55,19 @@ StagePartition PartitionIntoStages(const graph::Graph& graph, const runtime::Dev
     for (int cut = from + 1; cut <= last; ++cut)
       cut_bytes[static_cast<size_t>(cut)] += tensor.bytes();
   }
+  // send[s][end]: the activations of a stage s that ends at `end` to the next stage, and their
+  // gradients back (computed once: the dynamic program below asks for them O(S n^2) times).
+  std::vector<std::vector<double>> send(stages, std::vector<double>(n + 1, 0));
+  for (size_t s = 0; s + 1 < stages; ++s) {
+    for (size_t end = 0; end < n; ++end) {
+      if (cut_bytes[end] > 0) {
+        send[s][end] = 2 * costs.TransferSeconds(cut_bytes[end], &devices[s], devices[s + 1]);
+      }
+    }
+  }
   auto stage_seconds = [&](size_t s, size_t begin, size_t end) {
     double seconds = work[s][end] - work[s][begin];
-    if (end < n && begin < end && s + 1 < stages && cut_bytes[end] > 0) {
-      // Activations to the next stage and their gradients back.
-      seconds += 2 * costs.TransferSeconds(cut_bytes[end], &devices[s], devices[s + 1]);
-    }
+    if (begin < end) seconds += send[s][end];
     return seconds;
   };
   // best[s][i]: the smallest bottleneck placing the first i ops on stages 0..s.
@@ -70,9 +77,13 @@ StagePartition PartitionIntoStages(const graph::Graph& graph, const runtime::Dev
   for (size_t i = 0; i <= n; ++i) best[0][i] = stage_seconds(0, 0, i);
   for (size_t s = 1; s < stages; ++s) {
     for (size_t i = 0; i <= n; ++i) {
-      // From the longest previous stages down: on a tie, later stages stay empty.
+      // From the longest previous stages down: on a tie, later stages stay empty. Stage s's own
+      // time only grows as it starts earlier (work is a prefix sum, its send does not depend on
+      // where it starts), so once it reaches the best bottleneck no earlier start can beat it.
       for (size_t j = i + 1; j-- > 0;) {
-        const double bottleneck = std::max(best[s - 1][j], stage_seconds(s, j, i));
+        const double own = stage_seconds(s, j, i);
+        if (own >= best[s][i]) break;
+        const double bottleneck = std::max(best[s - 1][j], own);
         if (bottleneck < best[s][i]) {
           best[s][i] = bottleneck;
           split[s][i] = j;
