@@ -7,7 +7,6 @@
 
 #include "cli/model_factory.h"
 #include "graph/micro_batches.h"
-#include "placer/action_space.h"
 #include "placer/baselines/pipeline.h"
 #include "placer/baselines/problem.h"
 #include "runtime/sim/simulator.h"
@@ -20,9 +19,10 @@ PipelineRow PipelineRowFor(const SearchSetup& setup, const std::filesystem::path
   const int64_t batch = config.model.batch_size;
   PipelineRow out;
   std::vector<int> counts;
-  // M copies of the step are built and simulated per count: the search's bound on their size
-  // keeps the row to seconds on the largest models (NMT with 8 layers: 52k ops, so M <= 4).
-  constexpr int64_t kMaxOps = search::ActionSpace::kMaxPipelineOps;
+  // M copies of the step are built and simulated per count: a bound on their size keeps the row
+  // to seconds on the largest models (NMT with 8 layers: 52k ops, so M <= 4). It is the search's
+  // bound of before (the search's own is lower: it builds each M in its planning time).
+  constexpr int64_t kMaxOps = 250'000;
   for (int m = 1; m <= 32; m *= 2) {
     if (batch % m != 0) continue;
     if (m > 1 && int64_t{m} * setup.base().num_ops() > kMaxOps) {

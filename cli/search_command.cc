@@ -149,8 +149,8 @@ int RunSearchCommand(const Commands& c) {
     if (b.candidate) candidates.push_back(*b.candidate);
   }
   // The warm starts that are not baselines of their own: baselines copied onto idle devices, and
-  // the pipeline baseline's stages at every micro-batch count (a measured judge may prefer one
-  // the simulator ranked lower).
+  // with a measured judge the pipeline baseline's stages at every micro-batch count (it may prefer
+  // one the simulator ranked lower).
   const std::vector<search::NamedCandidate> derived = DerivedWarmStarts(*setup);
   for (const search::NamedCandidate& warm : derived) candidates.push_back(warm.candidate);
   const int rounds = search::RoundsFor(setup->judge());

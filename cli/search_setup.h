@@ -93,7 +93,8 @@ std::string GroupingName(const config::Config& config);
 search::SearchOptions SearchOptionsFor(const SearchSetup& setup);
 search::RunIdentity RunIdentityFor(const SearchSetup& setup);
 
-// The warm starts that are no baseline's row: `scaled_out`, then `pipelined`.
+// The warm starts that are no baseline's row, for the final side-by-side judgement: `scaled_out`,
+// then, with a measured judge, `pipelined`.
 std::vector<search::NamedCandidate> DerivedWarmStarts(const SearchSetup& setup);
 
 // "2 replicas (128/128)" or "1 replica".

@@ -118,8 +118,8 @@ struct SearchConfig {
   // ... up to the number of devices, and that number.
   std::vector<int> replicas;
   // search.micro_batches: the micro-batch counts searched with one replica (pipelines under GPipe
-  // and 1F1B); empty: 1, 2, 4, 8 that divide the batch and keep M copies of the step within 250k
-  // ops; [1]: no pipelines.
+  // and 1F1B); empty: 1, 2, 4, 8 that divide the batch and keep M copies of the step within 120k
+  // ops (search::ActionSpace::kMaxPipelineOps); [1]: no pipelines.
   std::vector<int> micro_batches;
   bool policy = true;            // search.policy: learn with the policy (PPO, self-imitation)
   bool refinement = true;        // search.refinement: refine by local search on the simulator
