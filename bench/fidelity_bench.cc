@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -248,7 +249,11 @@ void Run(const std::string& name, const graph::Graph& g, int64_t batch,
   std::iota(order.begin(), order.end(), 0);
   for (int round = 0; round < rounds; ++round) {
     for (size_t i = 0; i < graphs.size(); ++i) {
-      profiles[i].push_back(runtime::ProfileDevices(*graphs[i], devices, {.model_name = name}));
+      // The replica graph's contention with each device running its replica, as measured.
+      profiles[i].push_back(runtime::ProfileDevices(
+          *graphs[i], devices,
+          {.model_name = name,
+           .concurrent_shares = i == 1 ? std::optional(dp.placement) : std::nullopt}));
     }
     std::shuffle(order.begin(), order.end(), rng);
     for (size_t p : order)
