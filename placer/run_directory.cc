@@ -287,9 +287,9 @@ RunDirectory::Resumed RunDirectory::Resume(Learner& learner) {
 }
 
 void RunDirectory::Log(const LogRow& row) {
-  csv_ << fmt::format("{},{},{},{:.9f},{},{:.6f},{},{},{},{}\n", row.step, row.phase, row.sample,
-                      row.valid ? row.seconds : 0.0, row.valid ? 1 : 0, row.reward,
-                      row.cached ? 1 : 0, Quoted(row.origin),
+  csv_ << fmt::format("{},{},{},{:.{}f},{},{:.6f},{},{},{},{}\n", row.step, row.phase, row.sample,
+                      row.valid ? row.seconds : 0.0, kLoggedSecondsDigits, row.valid ? 1 : 0,
+                      row.reward, row.cached ? 1 : 0, Quoted(row.origin),
                       Quoted(FormatCandidate(row.candidate)), Quoted(row.reason));
 }
 

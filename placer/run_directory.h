@@ -51,12 +51,18 @@ struct RunIdentity {
   static RunIdentity FromJson(const nlohmann::json& json);
 };
 
-// A step time as the log keeps it (whole nanoseconds, the CSV's resolution). The search judges
-// with these values, so that a search resumed from its log compares exactly what an
+// A step time as the log keeps it (kLoggedSecondsDigits decimals: whole nanoseconds). The search
+// judges with these values, so that a search resumed from its log compares exactly what an
 // uninterrupted one compared: two placements a few ulps apart (a pipeline whose moved group is
 // off the critical path) would otherwise tie only after the resume and be ranked differently.
+inline constexpr int kLoggedSecondsDigits = 9;  // decimals of the CSV's step_seconds
 inline double AsLogged(double seconds) {
-  return std::isfinite(seconds) ? std::round(seconds * 1e9) / 1e9 : seconds;
+  constexpr double kScale = [] {
+    double scale = 1;
+    for (int digit = 0; digit < kLoggedSecondsDigits; ++digit) scale *= 10;
+    return scale;
+  }();
+  return std::isfinite(seconds) ? std::round(seconds * kScale) / kScale : seconds;
 }
 
 // One judged candidate, as the log keeps it.
