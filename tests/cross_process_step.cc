@@ -26,12 +26,20 @@ int main(int argc, char** argv) {
     cross_process::Case c = cross_process::MakeCase(argv[1]);
     runtime::ExecutorOptions options;
     options.processes = processes;
-    runtime::Executor executor(c.graph, cross_process::ProcessWorkers(), c.placement, c.parameters,
-                               options);
+    runtime::Executor executor(c.graph, c.devices, c.placement, c.parameters, options);
     for (int step = 0; step < cross_process::kSteps; ++step) {
       runtime::StepResult r = executor.RunStep(c.batch, /*time_limit_seconds=*/120);
-      fmt::print("rank {} step {}: {:.3f} s, loss {:.6f}\n", rendezvous.rank, step, r.seconds,
-                 r.loss);
+      // Bytes this process sent to devices of other processes by send/recv (the test checks that
+      // data parallelism sends none: its gradients cross by allreduce).
+      int64_t sent = 0;
+      for (const runtime::TransferStats& transfer : r.transfers) {
+        if (transfer.from != "host" &&
+            runtime::DeviceProcess(transfer.from) != runtime::DeviceProcess(transfer.to)) {
+          sent += transfer.bytes;
+        }
+      }
+      fmt::print("rank {} step {}: {:.3f} s, loss {:.6f}, {} bytes sent to other processes\n",
+                 rendezvous.rank, step, r.seconds, r.loss, sent);
     }
     cross_process::WriteParameters(argv[2], executor.Parameters());
     return 0;
