@@ -8,7 +8,31 @@
 
 #include "runtime/processes.h"
 
+#ifdef PLACER_WITH_CUDA
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
 namespace placer::runtime {
+namespace {
+
+// NCCL's allreduce of `message` on GPU `device`, complete on return: Work::wait() only makes the
+// current stream wait, and the devices' workers read the result on streams of their own.
+void AllReduceOnGpu(c10d::Backend& nccl, std::vector<at::Tensor>& message, at::Device device) {
+#ifdef PLACER_WITH_CUDA
+  c10::cuda::CUDAGuard guard(device);
+  c10::cuda::getCurrentCUDAStream(device.index()).synchronize();  // the local sum is done
+  nccl.allreduce(message)->wait();
+  c10::cuda::getCurrentCUDAStream(device.index()).synchronize();
+#else
+  (void)nccl;
+  (void)message;
+  throw std::runtime_error(
+      fmt::format("{}: this placer was built without CUDA, so without NCCL", device.str()));
+#endif
+}
+
+}  // namespace
 
 BucketAllReduce::BucketAllReduce(std::shared_ptr<const Processes> processes,
                                  std::vector<Bucket> buckets)
@@ -86,15 +110,20 @@ void BucketAllReduce::Communicate(const Ready& ready, const Fail& fail) {
     try {
       // This process's replicas first (DDP's local reduction), then across processes. A process
       // without a replica of the bucket adds zeros: the group's allreduce needs every rank.
+      const at::Device where = bucket.on_gpus ? bucket.device : at::Device(at::kCPU);
       at::Tensor sum;
       if (local.empty()) {
-        sum = at::zeros({bucket.elements}, at::kFloat);
+        sum = at::zeros({bucket.elements}, at::TensorOptions().dtype(at::kFloat).device(where));
       } else {
-        sum = local[0].to(at::kCPU).clone(at::MemoryFormat::Contiguous);
-        for (size_t i = 1; i < local.size(); ++i) sum.add_(local[i].to(at::kCPU));
+        sum = local[0].to(where).clone(at::MemoryFormat::Contiguous);
+        for (size_t i = 1; i < local.size(); ++i) sum.add_(local[i].to(where));
       }
       std::vector<at::Tensor> message = {sum};
-      processes_->group->allreduce(message)->wait();
+      if (bucket.on_gpus) {
+        AllReduceOnGpu(*processes_->gpu_group, message, where);
+      } else {
+        processes_->group->allreduce(message)->wait();
+      }
       {
         std::lock_guard lock(mutex_);
         results_[b] = message[0];

@@ -1,6 +1,7 @@
 // Gradient buckets whose replicas span processes, all-reduced as PyTorch DDP does: each process
 // sums its own replicas' contributions to a bucket, then one c10d allreduce of the flat bucket
-// (ProcessGroupGloo's ring on CPU tensors) sums the processes' partial sums; every replica reads
+// (ProcessGroupGloo's ring on CPU tensors, NCCL's where every member is a GPU) sums the
+// processes' partial sums; every replica reads
 // the result. Buckets are all-reduced in their index order on every process (a communication
 // thread of their own), as c10d requires collectives to be issued in the same order everywhere;
 // a bucket that is complete early waits for the ones before it, as in DDP.
@@ -29,6 +30,11 @@ class BucketAllReduce {
   struct Bucket {
     int64_t elements = 0;   // of the flat float bucket
     int local_members = 0;  // replicas in this process: contributions to wait for (0: adds zeros)
+    // Every member on a GPU and one in each process: summed on `device` (this process's first
+    // member's GPU) and all-reduced by NCCL (Processes::gpu_group). Otherwise by Gloo, in host
+    // memory.
+    bool on_gpus = false;
+    at::Device device = at::kCPU;
   };
   BucketAllReduce(std::shared_ptr<const Processes> processes, std::vector<Bucket> buckets);
   ~BucketAllReduce();
@@ -42,7 +48,8 @@ class BucketAllReduce {
   void BeginStep(Ready ready, Fail fail);
   // A local replica's flat gradient for `bucket` (called by its device's worker; never blocks).
   void Contribute(int bucket, const at::Tensor& value);
-  // After Ready(bucket): the summed flat bucket (CPU; readers must not modify it).
+  // After Ready(bucket): the summed flat bucket (on the CPU, or Bucket::device; complete; readers
+  // must not modify it).
   at::Tensor Result(int bucket) const;
   // The step failed: stop waiting for contributions.
   void Abort();

@@ -241,11 +241,10 @@ struct Executor::Impl {
             "device '{}': a placement across processes names every device's process ('w0/{}')",
             d.name, d.name));
       }
-      if (options.processes &&
-          (d.type != DeviceType::kCpu || process >= options.processes->group->getSize())) {
-        throw StepFailure(fmt::format(
-            "device '{}': across processes, devices are CPU workers of processes 0 to {}", d.name,
-            options.processes->group->getSize() - 1));
+      if (options.processes && process >= options.processes->group->getSize()) {
+        throw StepFailure(
+            fmt::format("device '{}': across processes, devices are of processes 0 to {}", d.name,
+                        options.processes->group->getSize() - 1));
       }
       device_process.push_back(process);
       local.push_back(!options.processes || process == options.processes->rank());
@@ -374,7 +373,8 @@ struct Executor::Impl {
       for (int to : remote[static_cast<size_t>(t)]) {
         if (!local[static_cast<size_t>(to)]) continue;
         cross.incoming.push_back({t, to, device_process[static_cast<size_t>(from)],
-                                  graph.tensor(t).shape, graph.tensor(t).dtype});
+                                  graph.tensor(t).shape, graph.tensor(t).dtype,
+                                  IsCuda(to) ? devices[static_cast<size_t>(to)].index : -1});
       }
     }
     transports = std::make_unique<Transports>(devices, graph.num_tensors(), &cross);
@@ -409,6 +409,22 @@ struct Executor::Impl {
       const int index = static_cast<int>(buckets.size());
       BucketAllReduce::Bucket bucket{
           .elements = graph::NumElements(graph.tensor(graph.op(first_split).inputs[0]).shape)};
+      // NCCL where every member is a GPU and every process holds one (each rank's allreduce then
+      // starts from a GPU); Gloo through host memory otherwise. The same choice on every process.
+      std::set<int> member_processes;
+      bool all_gpus = options.processes->gpu_group != nullptr;
+      for (OpId id : ops) {
+        if (graph.op(id).type != graph::op_types::kSplit) continue;
+        const int d = op_device[static_cast<size_t>(id)];
+        member_processes.insert(device_process[static_cast<size_t>(d)]);
+        all_gpus = all_gpus && IsCuda(d);
+        if (all_gpus && local[static_cast<size_t>(d)] && bucket.device.is_cpu()) {
+          bucket.device = TorchDevice(devices[static_cast<size_t>(d)]);
+        }
+      }
+      bucket.on_gpus = all_gpus && static_cast<int>(member_processes.size()) ==
+                                       options.processes->group->getSize();
+      if (!bucket.on_gpus) bucket.device = at::kCPU;
       collect_ops.emplace_back();
       for (OpId id : ops) {
         const bool here = local[static_cast<size_t>(op_device[static_cast<size_t>(id)])];
@@ -584,6 +600,10 @@ struct Executor::Impl {
     switch (bucket_role[static_cast<size_t>(id)]) {
       case BucketRole::kContribute:
         WaitFor(op.inputs[0], device);
+        // The communication thread reads it on another stream: the GPU's work must be done.
+        if (IsCuda(device)) {
+          for (const auto& transport : transports->all()) transport->Synchronize(device);
+        }
         all_reduce->Contribute(
             bucket_of[static_cast<size_t>(id)],
             values[static_cast<size_t>(op.inputs[0])][static_cast<size_t>(device)]);

@@ -28,6 +28,15 @@ struct Case {
   runtime::DeviceSet devices;
 };
 
+// GPU k of this machine in process k: "w0/cuda:0", "w1/cuda:1" (NCCL needs a GPU per process).
+inline runtime::DeviceSet ProcessGpus() {
+  runtime::DeviceSet devices;
+  for (int k = 0; k < kProcesses; ++k) {
+    devices.push_back({fmt::format("w{}/cuda:{}", k, k), runtime::DeviceType::kCuda, k, 1, 0});
+  }
+  return devices;
+}
+
 // `per_process` 1-thread CPU workers per process: "w0/cpu:0", ..., "w1/cpu:0", ...
 inline runtime::DeviceSet ProcessWorkers(int per_process = 1) {
   runtime::DeviceSet devices;
@@ -71,11 +80,13 @@ inline constexpr int64_t kSmallBucketBytes = int64_t{64} << 10;
 // `per_process` replicas of LeNet in each process, each on its share of the reference's batch;
 // gradients are summed by the replicated graph's all-reduce, in buckets of `bucket_bytes`: each
 // process sums its replicas', then c10d's allreduce sums across the processes.
+// On GPUs (`devices`: ProcessGpus()), the buckets are all-reduced by NCCL.
 inline Case DataParallel(int per_process = 1,
-                         int64_t bucket_bytes = graph::AllReduceOptions{}.bucket_bytes) {
+                         int64_t bucket_bytes = graph::AllReduceOptions{}.bucket_bytes,
+                         runtime::DeviceSet devices = {}) {
   Case reference = DataParallelReference();
   const int64_t batch_size = reference.batch.at("labels").size(0);
-  runtime::DeviceSet devices = ProcessWorkers(per_process);
+  if (devices.empty()) devices = ProcessWorkers(per_process);
   graph::DataParallelGraph dp = graph::BuildDataParallel(
       [](int64_t shard, int64_t normalizer) {
         return graph::BuildLeNet(
@@ -103,6 +114,7 @@ inline Case MakeCase(const std::string& name) {
   if (name == "data_parallel") return DataParallel();
   if (name == "data_parallel_2x2") return DataParallel(2);
   if (name == "data_parallel_small_buckets") return DataParallel(1, kSmallBucketBytes);
+  if (name == "data_parallel_gpus") return DataParallel(1, kSmallBucketBytes, ProcessGpus());
   throw std::invalid_argument("unknown case '" + name + "'");
 }
 

@@ -5,6 +5,7 @@
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
 
@@ -21,9 +22,14 @@ int main(int argc, char** argv) {
   try {
     at::set_num_threads(1);  // 1-thread workers: libgomp's spinning slows localhost transfers
     const cluster::Rendezvous rendezvous = cluster::RendezvousFromEnvironment();
-    auto processes = std::make_shared<runtime::Processes>(
-        runtime::Processes{cluster::JoinGlooGroup(rendezvous, std::chrono::seconds(60))});
     cross_process::Case c = cross_process::MakeCase(argv[1]);
+    const bool gpus = std::any_of(c.devices.begin(), c.devices.end(), [](const auto& d) {
+      return d.type == runtime::DeviceType::kCuda;
+    });
+    cluster::ProcessGroups groups =
+        cluster::JoinProcessGroups(rendezvous, std::chrono::seconds(60), gpus);
+    auto processes = std::make_shared<runtime::Processes>(
+        runtime::Processes{std::move(groups.gloo), std::move(groups.nccl)});
     runtime::ExecutorOptions options;
     options.processes = processes;
     runtime::Executor executor(c.graph, c.devices, c.placement, c.parameters, options);

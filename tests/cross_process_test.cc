@@ -115,7 +115,8 @@ TEST(CrossProcessTest, APlacementSpanningTwoProcessesTrainsAsOneDevice) {
 // Runs data-parallel case `name` (every replica of `c`) across the processes: each replica must
 // end with the one-device parameters, and no tensor may cross by send/recv: the gradients cross as
 // c10d allreduces of buckets, not as the graph's ring of chunks.
-void ExpectDataParallelTrainsAsOneDevice(const std::string& name, const cross_process::Case& c) {
+void ExpectDataParallelTrainsAsOneDevice(const std::string& name, const cross_process::Case& c,
+                                         double tolerance = 1e-6) {
   test_support::TempDir dir("cross_process_" + name);
   const TensorMap expected = OneDevice(cross_process::DataParallelReference());
   TensorMap actual = RunAcrossProcesses(name, dir.path());
@@ -126,7 +127,7 @@ void ExpectDataParallelTrainsAsOneDevice(const std::string& name, const cross_pr
       if (it != actual.end()) replica[n] = it->second;
     }
     test_support::ExpectSameParameters(replica, expected, fmt::format("{}: replica {}", name, r),
-                                       1e-6);
+                                       tolerance);
   }
   for (int rank = 0; rank < cross_process::kProcesses; ++rank) {
     const std::string log = ReadLog(dir.path() / fmt::format("rank{}.log", rank));
@@ -170,6 +171,20 @@ TEST(CrossProcessTest, SeveralBucketsTrainAsOneDevice) {
   const cross_process::Case c = cross_process::DataParallel(1, cross_process::kSmallBucketBytes);
   EXPECT_EQ(Buckets(c.graph), 3u);
   ExpectDataParallelTrainsAsOneDevice("data_parallel_small_buckets", c);
+}
+
+// One GPU per process, the buckets all-reduced by ProcessGroupNCCL. Needs two GPUs; where there
+// are fewer, it is skipped, and says so: NCCL across processes is then only compiled.
+TEST(CrossProcessTest, DataParallelOnGpusOfTwoProcessesTrainsAsOneDevice) {
+  const int gpus = runtime::NumCudaDevicesPresent();
+  if (gpus < cross_process::kProcesses) {
+    GTEST_SKIP() << "NOT RUN: NCCL across processes needs " << cross_process::kProcesses
+                 << " GPUs (one per process), this machine has " << gpus
+                 << "; the NCCL path is compiled, not run";
+  }
+  const cross_process::Case c = cross_process::DataParallel(1, cross_process::kSmallBucketBytes,
+                                                            cross_process::ProcessGpus());
+  ExpectDataParallelTrainsAsOneDevice("data_parallel_gpus", c, 1e-4);
 }
 
 // The command line of the README: `placer evaluate --data-parallel` with devices of two
