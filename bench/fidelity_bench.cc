@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -136,9 +137,10 @@ sim::ProfiledCostModel MedianProfile(const std::vector<sim::ProfiledCostModel>& 
 }
 
 // A placement's measurements: the median over rounds, over the even and the odd rounds apart, and
-// of the executor's copy seconds.
+// of the executor's copy seconds; the fastest and slowest round (how far the measurement strays
+// from its own median: no simulator can come closer to one round than that).
 struct Measured {
-  double all = 0, even = 0, odd = 0, copy_seconds = 0;
+  double all = 0, even = 0, odd = 0, copy_seconds = 0, fastest = 0, slowest = 0;
 };
 
 void Report(const std::string& label, const std::vector<runtime::EvaluationResult>& sims,
@@ -199,8 +201,11 @@ void ReportNamed(const std::vector<std::string>& labels,
     for (size_t v = 0; v < variants.size(); ++v) {
       ratios += fmt::format("  {} {:.3f}", variants[v], sims[v][p].step_seconds / measured[p].all);
     }
-    fmt::print("  {:<40} measured {:7.2f} ms  simulated {:7.2f} ms  simulated/measured:{}\n",
-               labels[p] + ":", 1e3 * measured[p].all, 1e3 * sims[0][p].step_seconds, ratios);
+    fmt::print(
+        "  {:<40} measured {:7.2f} ms (rounds {:.2f} to {:.2f} of it)  simulated {:7.2f} ms  "
+        "simulated/measured:{}\n",
+        labels[p] + ":", 1e3 * measured[p].all, measured[p].fastest / measured[p].all,
+        measured[p].slowest / measured[p].all, 1e3 * sims[0][p].step_seconds, ratios);
   }
 }
 
@@ -244,7 +249,11 @@ void Run(const std::string& name, const graph::Graph& g, int64_t batch,
   std::iota(order.begin(), order.end(), 0);
   for (int round = 0; round < rounds; ++round) {
     for (size_t i = 0; i < graphs.size(); ++i) {
-      profiles[i].push_back(runtime::ProfileDevices(*graphs[i], devices, {.model_name = name}));
+      // The replica graph's contention with each device running its replica, as measured.
+      profiles[i].push_back(runtime::ProfileDevices(
+          *graphs[i], devices,
+          {.model_name = name,
+           .concurrent_shares = i == 1 ? std::optional(dp.placement) : std::nullopt}));
     }
     std::shuffle(order.begin(), order.end(), rng);
     for (size_t p : order)
@@ -323,7 +332,9 @@ void Run(const std::string& name, const graph::Graph& g, int64_t batch,
     const Measured m{.all = bench::Median(all),
                      .even = bench::Median(even),
                      .odd = bench::Median(odd.empty() ? even : odd),
-                     .copy_seconds = bench::Median(copy_seconds)};
+                     .copy_seconds = bench::Median(copy_seconds),
+                     .fastest = *std::min_element(all.begin(), all.end()),
+                     .slowest = *std::max_element(all.begin(), all.end())};
     if (detail != nullptr) {
       const runtime::EvaluationResult& first = results.front();
       fmt::print(detail,

@@ -272,9 +272,16 @@ int Profile(const Commands& c) {
   runtime::DeviceSet devices = runtime::ResolveDevices(config);
   // --data-parallel: the replicated step `evaluate --data-parallel` runs, whose ops (r<r>/<op>, on
   // shards of the batch) a profile of the model alone does not time.
-  graph::Graph graph = c.data_parallel
-                           ? BuildDataParallelOver(config, runtime::DeviceNames(devices)).graph
-                           : BuildModel(config);
+  // Its devices' slowdown of each other is then timed with each running its own replica.
+  std::optional<graph::Placement> replicas;
+  graph::Graph graph;
+  if (c.data_parallel) {
+    graph::DataParallelGraph dp = BuildDataParallelOver(config, runtime::DeviceNames(devices));
+    graph = std::move(dp.graph);
+    replicas = std::move(dp.placement);
+  } else {
+    graph = BuildModel(config);
+  }
   std::filesystem::path output = c.output_path.empty() ? config.output.directory / "profile.json"
                                                        : std::filesystem::path(c.output_path);
   std::cout << fmt::format("profiling {} ops of {} on {}\n", graph.num_ops(), config.model.name(),
@@ -284,7 +291,8 @@ int Profile(const Commands& c) {
                               {.warmup_steps = config.measurement.warmup_steps,
                                .timed_steps = std::max(5, config.measurement.timed_steps),
                                .seed = config.model.init_seed,
-                               .model_name = config.model.name()});
+                               .model_name = config.model.name(),
+                               .concurrent_shares = replicas});
   profile.Save(output);
   std::cout << fmt::format(
       "{} op timings and {} devices' links written to {}\n"

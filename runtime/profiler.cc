@@ -281,6 +281,41 @@ void RunConcurrently(std::vector<std::unique_ptr<Executor>>& alone, const std::v
   }
 }
 
+// Per op of `graph` under `placement`: whether it reads a tensor that lives on another device.
+std::vector<bool> ReadsForeign(const graph::Graph& graph, const graph::Placement& placement) {
+  const std::vector<int> device = graph::ExpandPlacement(graph, placement);
+  const std::vector<int> home = graph::HomeDevices(graph, device);
+  std::vector<bool> foreign(static_cast<size_t>(graph.num_ops()), false);
+  for (graph::OpId id = 0; id < graph.num_ops(); ++id) {
+    for (graph::TensorId t : graph.op(id).inputs) {
+      const int from = home[static_cast<size_t>(t)];
+      if (from != graph::kHostDevice && from != device[static_cast<size_t>(id)]) {
+        foreign[static_cast<size_t>(id)] = true;
+      }
+    }
+  }
+  return foreign;
+}
+
+// An untimed step, then `steps` timed ones, of `shares`, the executor of a placement whose
+// devices run their shares at once: what each op takes while the others are busy goes to
+// `contended_times`, except the ops reading another device's tensor (`reads_foreign`), whose
+// extra time is the link's receive cost, not contention.
+void RunShares(Executor& shares, const std::vector<bool>& reads_foreign, const graph::Graph& graph,
+               const TensorMap& batch, const DeviceSet& devices, int steps,
+               std::vector<std::map<std::string, std::vector<double>>>& contended_times) {
+  shares.RunStep(batch);
+  for (int k = 0; k < steps; ++k) {
+    for (const TraceEvent& e : shares.RunStep(batch).trace) {
+      const std::optional<graph::OpId> op = graph.FindOp(e.name);
+      if (!op || reads_foreign[static_cast<size_t>(*op)]) continue;
+      for (size_t d = 0; d < devices.size(); ++d) {
+        if (e.lane == devices[d].name) contended_times[d][e.name].push_back(e.duration_us * 1e-6);
+      }
+    }
+  }
+}
+
 // The slowdown of the devices of `kind` all busy at once: the sum over their ops of the median
 // time contended over the sum of the median time alone (so that the ops that take the time weigh
 // the most); never below 1 (noise, not a speed-up).
@@ -329,6 +364,13 @@ sim::ProfiledCostModel ProfileDevices(const graph::Graph& graph, const DeviceSet
         graph, devices, graph::Placement::AllOn(graph, names, static_cast<int>(d)), parameters,
         ExecutorOptions{.record_trace = true}));
   }
+  std::unique_ptr<Executor> shares;
+  std::vector<bool> reads_foreign;
+  if (options.concurrent_shares) {
+    shares = std::make_unique<Executor>(graph, devices, *options.concurrent_shares, parameters,
+                                        ExecutorOptions{.record_trace = true});
+    reads_foreign = ReadsForeign(graph, *options.concurrent_shares);
+  }
   std::vector<CrossingStep> crossings;
   for (int a = 0; a < static_cast<int>(devices.size()); ++a) {
     for (int b = a + 1; b < static_cast<int>(devices.size()); ++b) {
@@ -341,6 +383,7 @@ sim::ProfiledCostModel ProfileDevices(const graph::Graph& graph, const DeviceSet
   for (int step = 0; step < options.warmup_steps; ++step) {
     for (auto& executor : alone) executor->RunStep(batch);
     for (CrossingStep& crossing : crossings) crossing.executor->RunStep(batch);
+    if (shares) shares->RunStep(batch);
   }
   const std::vector<std::vector<size_t>> kinds = KindsOfSeveral(devices);
   std::vector<std::map<std::string, std::vector<double>>> op_times(devices.size());
@@ -361,11 +404,16 @@ sim::ProfiledCostModel ProfileDevices(const graph::Graph& graph, const DeviceSet
         RecordCrossingStep(crossing, names, crossing.executor->RunStep(batch).trace);
       }
     }
-    for (const std::vector<size_t>& kind : kinds) {
-      RunConcurrently(alone, kind, batch, devices, steps, contended_times);
+    if (shares) {
+      RunShares(*shares, reads_foreign, graph, batch, devices, steps, contended_times);
+    } else {
+      for (const std::vector<size_t>& kind : kinds) {
+        RunConcurrently(alone, kind, batch, devices, steps, contended_times);
+      }
     }
   }
   alone.clear();
+  shares.reset();
   std::vector<std::map<std::string, double>> alone_seconds(devices.size());
   for (size_t d = 0; d < devices.size(); ++d) {
     for (const auto& [op, times] : op_times[d]) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "graph/ir.h"
+#include "graph/placement.h"
 #include "runtime/device.h"
 #include "runtime/sim/cost_model.h"
 
@@ -19,12 +20,17 @@ struct ProfileOptions {
   int timed_steps = 10;  // an op's time is its median over these steps
   uint64_t seed = 0;
   std::string model_name;
+  // The contention phase: with a placement, every device runs its share of it at once in one
+  // executor, as a measured step of that placement does (a data-parallel step's replicas: give
+  // the replicated graph's placement); without, every device of a kind runs the whole step.
+  std::optional<graph::Placement> concurrent_shares;
 };
 
 // Runs the whole step on each device alone (so ops are timed without contention from a placement)
 // and, for every pair of CPU workers, a step whose forward ops alternate between the two; and,
-// for every device kind with several devices, all of them running the whole step at once, whose
-// op times over the times alone give the kind's ContentionSpec. They take turns in blocks of a
+// for every device kind with several devices, all of them running at once (the whole step each,
+// or their shares of ProfileOptions::concurrent_shares), whose op times over the times alone give
+// the kind's ContentionSpec. They take turns in blocks of a
 // few steps. Copies between two CPU workers are fitted from the executor's own copies in the
 // alternating step, and so is the receive cost (how much slower the ops reading the other
 // worker's tensors ran than alone, per byte read, their own clones left out); both are taken back
