@@ -5,6 +5,9 @@
 //                  round trip (the same bytes, both directions). Every receive fills a fresh
 //                  tensor, as the process transport's do (and as every clone is fresh).
 //   in-process:    at::Tensor::clone on rank 0, interleaved with the round trips
+//   allreduce:     then ProcessGroupGloo::allreduce of the same bytes as one flat gradient bucket
+//                  (what the executor does per bucket of a data-parallel step across processes:
+//                  runtime/bucket_allreduce.h), timed on rank 0 from call to completion
 // Medians over repeats with min-max. Both processes use one intra-op thread.
 // Usage: transport_bench [repeats=10]   (starts its two processes itself on 127.0.0.1)
 #include <ATen/ATen.h>
@@ -46,8 +49,8 @@ int RunRank(int repeats) {
   const int peer = 1 - rendezvous.rank;
   if (rendezvous.rank == 0) {
     fmt::print("transport_bench: {} repeats (1 warm-up), median (min-max) per transfer\n", repeats);
-    fmt::print("{:>8}  {:<40}  {:<40}  {:>8}\n", "MiB", "in-process copy (clone)",
-               "cross-process Gloo send/recv (RTT/2)", "ratio");
+    fmt::print("{:>8}  {:<40}  {:<40}  {:>8}  {}\n", "MiB", "in-process copy (clone)",
+               "cross-process Gloo send/recv (RTT/2)", "ratio", "Gloo allreduce of a bucket");
   }
   int tag = 0;
   for (int64_t mib : {1, 16, 256}) {
@@ -75,11 +78,18 @@ int RunRank(int repeats) {
       }
     }
     ++tag;
+    std::vector<double> all_reduces;
+    for (int repeat = 0; repeat <= repeats; ++repeat) {
+      std::vector<at::Tensor> bucket = {message[0].clone()};
+      auto begin = Clock::now();
+      group->allreduce(bucket)->wait();
+      if (repeat > 0) all_reduces.push_back(bench::SecondsSince(begin));
+    }
     if (rendezvous.rank == 0) {
       std::vector<double> ratios;
       for (size_t i = 0; i < copies.size(); ++i) ratios.push_back(transfers[i] / copies[i]);
-      fmt::print("{:>8}  {:<40}  {:<40}  {:>7.1f}x\n", mib, Summary(copies, bytes),
-                 Summary(transfers, bytes), Median(ratios));
+      fmt::print("{:>8}  {:<40}  {:<40}  {:>7.1f}x  {}\n", mib, Summary(copies, bytes),
+                 Summary(transfers, bytes), Median(ratios), Summary(all_reduces, bytes));
     }
   }
   return 0;

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
 #include <optional>
 
@@ -188,9 +189,20 @@ int Evaluate(const Commands& c) {
                            fmt::join(runtime::DeviceNames(devices), ", "));
   // GPUs the machine lacks exist only in the simulator (a simulated config may name them).
   const int gpus_present = runtime::NumCudaDevicesPresent();
-  const bool measurable = std::all_of(devices.begin(), devices.end(), [&](const auto& d) {
+  bool measurable = std::all_of(devices.begin(), devices.end(), [&](const auto& d) {
     return d.type != runtime::DeviceType::kCuda || d.index < gpus_present;
   });
+  // A placement across processes is measured by one process per rank, started with torchrun's
+  // variables; without them, --simulate predicts it (process k's devices on host k) and stops.
+  const bool across_processes = std::any_of(devices.begin(), devices.end(), [](const auto& d) {
+    return runtime::DeviceProcess(d.name) >= 0;
+  });
+  const bool simulate_only = across_processes && c.simulate && std::getenv("WORLD_SIZE") == nullptr;
+  if (simulate_only) {
+    measurable = false;
+    std::cout << "note: the devices span processes and this process has no rank (torchrun's "
+                 "MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK): simulated, not measured\n";
+  }
   if (!measurable && !c.simulate) {
     throw InputError(fmt::format(
         "{}: the devices include GPUs this machine lacks ({} present); add --simulate to predict "

@@ -97,6 +97,7 @@ std::unique_ptr<sim::CostModel> CostModelFor(const config::Config& config) {
   if (config.simulation.gpu_link == config::GpuLink::kNvlink)
     roofline.gpu_to_gpu = sim::LinkPresets::Nvlink();
   roofline.gpus_per_host = config.simulation.gpus_per_host;
+  roofline.process_hosts = config.simulation.process_hosts;
   roofline.between_hosts = sim::LinkPresets::Network(config.simulation.host_link_gbps,
                                                      config.simulation.host_link_latency_us * 1e-6);
   if (config.simulation.profile.empty()) return std::make_unique<sim::RooflineCostModel>(roofline);

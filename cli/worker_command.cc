@@ -156,10 +156,18 @@ std::shared_ptr<const runtime::Processes> JoinProcessesOf(const runtime::DeviceS
   });
   if (!across) return nullptr;
   const cluster::Rendezvous rendezvous = cluster::RendezvousFromEnvironment();
-  std::cout << fmt::format("process {} of {}: joining the Gloo group at {}:{}\n", rendezvous.rank,
-                           rendezvous.world_size, rendezvous.master_addr, rendezvous.master_port);
+  // GPUs of this process: their buckets may all-reduce over NCCL (runtime/bucket_allreduce.h).
+  const bool gpus = std::any_of(devices.begin(), devices.end(), [&](const runtime::Device& d) {
+    return runtime::DeviceProcess(d.name) == rendezvous.rank &&
+           d.type == runtime::DeviceType::kCuda;
+  });
+  std::cout << fmt::format("process {} of {}: joining the Gloo{} group at {}:{}\n", rendezvous.rank,
+                           rendezvous.world_size, gpus ? " and NCCL" : "", rendezvous.master_addr,
+                           rendezvous.master_port);
+  cluster::ProcessGroups groups =
+      cluster::JoinProcessGroups(rendezvous, std::chrono::seconds(300), gpus);
   return std::make_shared<runtime::Processes>(
-      runtime::Processes{cluster::JoinGlooGroup(rendezvous, std::chrono::seconds(300))});
+      runtime::Processes{std::move(groups.gloo), std::move(groups.nccl)});
 }
 
 }  // namespace placer::cli

@@ -42,7 +42,8 @@ std::vector<int64_t> SplitBatch(int64_t batch, const std::vector<double>& weight
 
 DataParallelGraph BuildDataParallel(const ForwardBuilder& build_forward, int64_t global_batch,
                                     const std::vector<std::string>& devices,
-                                    const std::vector<double>& weights, double learning_rate) {
+                                    const std::vector<double>& weights, double learning_rate,
+                                    const AllReduceOptions& all_reduce) {
   DataParallelGraph result;
   result.shard_sizes = SplitBatch(global_batch, weights);
   Graph& g = result.graph;
@@ -74,14 +75,17 @@ DataParallelGraph BuildDataParallel(const ForwardBuilder& build_forward, int64_t
       slot[static_cast<size_t>(replica_params[r][k])] = {r, k};
     }
   }
-  AppendBackwardAndUpdate(g, learning_rate, [&](TensorId param) {
-    auto [replica, k] = slot[static_cast<size_t>(param)];
-    std::vector<TensorId> others;
-    for (size_t r = 0; r < replica_params.size(); ++r) {
-      if (r != replica) others.push_back(replica_params[r][k]);
-    }
-    return others;
-  });
+  AppendBackwardAndUpdate(
+      g, learning_rate,
+      [&](TensorId param) {
+        auto [replica, k] = slot[static_cast<size_t>(param)];
+        std::vector<TensorId> others;
+        for (size_t r = 0; r < replica_params.size(); ++r) {
+          if (r != replica) others.push_back(replica_params[r][k]);
+        }
+        return others;
+      },
+      all_reduce);
   g.Validate();
   result.placement = Placement{
       .devices = devices, .device_of_op = std::vector<int>(static_cast<size_t>(g.num_ops()), -1)};

@@ -10,6 +10,7 @@
 
 #include "graph/ir.h"
 #include "graph/placement.h"
+#include "graph/training_step.h"
 
 namespace placer::graph {
 
@@ -29,7 +30,8 @@ std::vector<int64_t> SplitBatch(int64_t batch, const std::vector<double>& weight
 
 DataParallelGraph BuildDataParallel(const ForwardBuilder& build_forward, int64_t global_batch,
                                     const std::vector<std::string>& devices,
-                                    const std::vector<double>& weights, double learning_rate);
+                                    const std::vector<double>& weights, double learning_rate,
+                                    const AllReduceOptions& all_reduce = {});
 
 // Name of replica r's copy of `name`.
 std::string ReplicaName(int replica, const std::string& name);

@@ -48,9 +48,15 @@ std::vector<TensorId> AddGradientOp(Graph& graph, const std::string& name, const
 // member holds it (all-gather); each member concatenates the summed chunks. Each member sends
 // 2 (R - 1) chunks of about 1/R of the gradient, all to its successor: the bandwidth-optimal
 // schedule NCCL uses. Returns the summed flat gradient per member; op names start with base[m].
+// Every op is tagged with `bucket` and its member (kAllReduceBucket, kAllReduceMember).
 std::vector<TensorId> RingAllReduce(Graph& graph, const std::vector<OpId>& owner,
                                     const std::vector<std::string>& base,
-                                    const std::vector<TensorId>& flat) {
+                                    const std::vector<TensorId>& flat, int64_t bucket) {
+  auto tagged = [bucket](Attributes attrs, size_t member) {
+    attrs.Set(std::string(kAllReduceBucket), bucket);
+    attrs.Set(std::string(kAllReduceMember), static_cast<int64_t>(member));
+    return attrs;
+  };
   const size_t members = flat.size();
   const int64_t elements = graph.tensor(flat[0]).shape.at(0);
   const auto chunks =
@@ -69,8 +75,8 @@ std::vector<TensorId> RingAllReduce(Graph& graph, const std::vector<OpId>& owner
     Attributes split;
     split.Set("axis", int64_t{0});
     split.Set("sizes", sizes);
-    pieces[m] =
-        AddGradientOp(graph, base[m] + "/split", op_types::kSplit, {flat[m]}, split, owner[m]);
+    pieces[m] = AddGradientOp(graph, base[m] + "/split", op_types::kSplit, {flat[m]},
+                              tagged(split, m), owner[m]);
   }
   for (size_t j = 0; j < chunks; ++j) {
     // Reduce-scatter: from member j + 1 around the ring to member j.
@@ -78,7 +84,7 @@ std::vector<TensorId> RingAllReduce(Graph& graph, const std::vector<OpId>& owner
     for (size_t hop = 2; hop <= members; ++hop) {
       const size_t m = (j + hop) % members;
       partial = AddGradientOp(graph, fmt::format("{}/reduce{}", base[m], j), op_types::kAddN,
-                              {partial, pieces[m][j]}, {}, owner[m])[0];
+                              {partial, pieces[m][j]}, tagged({}, m), owner[m])[0];
     }
     pieces[j][j] = partial;
     // All-gather: from member j around the ring.
@@ -86,7 +92,7 @@ std::vector<TensorId> RingAllReduce(Graph& graph, const std::vector<OpId>& owner
       const size_t m = (j + hop) % members;
       pieces[m][j] =
           AddGradientOp(graph, fmt::format("{}/gather{}", base[m], j), op_types::kIdentity,
-                        {pieces[(m + members - 1) % members][j]}, {}, owner[m])[0];
+                        {pieces[(m + members - 1) % members][j]}, tagged({}, m), owner[m])[0];
     }
   }
   std::vector<TensorId> summed(members);
@@ -95,25 +101,24 @@ std::vector<TensorId> RingAllReduce(Graph& graph, const std::vector<OpId>& owner
     if (chunks > 1) {
       Attributes concat;
       concat.Set("axis", int64_t{0});
-      summed[m] = AddGradientOp(graph, base[m] + "/concat", op_types::kConcat, pieces[m], concat,
-                                owner[m])[0];
+      summed[m] = AddGradientOp(graph, base[m] + "/concat", op_types::kConcat, pieces[m],
+                                tagged(concat, m), owner[m])[0];
     }
   }
   return summed;
 }
 
-// PyTorch DDP's default bucket size: all-reducing every small gradient (a bias, a norm's scale)
-// on its own would pay a ring's 2 (R - 1) link latencies per parameter.
-constexpr int64_t kBucketBytes = int64_t{25} << 20;
-
 // All-reduces the replicas' gradients `summed` of the tied parameter sets `rings` (each in
-// replica order) in buckets: per replica, the gradients of a bucket are flattened and
-// concatenated (on the device of the bucket's first parameter), ring all-reduced, and split back.
-// Rings go in reverse order, the last layers' gradients (ready first) in the first bucket.
+// replica order) in buckets of about `bucket_bytes`: per replica, the gradients of a bucket are
+// flattened and concatenated (on the device of the bucket's first parameter), ring all-reduced, and
+// split back. Rings go in reverse order, the last layers' gradients (ready first) in the first
+// bucket.
 std::map<TensorId, TensorId> BucketedAllReduce(Graph& graph,
                                                std::vector<std::vector<TensorId>> rings,
-                                               const std::map<TensorId, TensorId>& summed) {
+                                               const std::map<TensorId, TensorId>& summed,
+                                               int64_t bucket_bytes) {
   std::map<TensorId, TensorId> reduced;
+  int64_t bucket_index = 0;
   std::reverse(rings.begin(), rings.end());
   size_t next = 0;
   while (next < rings.size()) {
@@ -121,7 +126,7 @@ std::map<TensorId, TensorId> BucketedAllReduce(Graph& graph,
     std::vector<std::vector<TensorId>> bucket;
     int64_t bytes = 0;
     while (next < rings.size() && rings[next].size() == replicas &&
-           (bucket.empty() || bytes < kBucketBytes)) {
+           (bucket.empty() || bytes < bucket_bytes)) {
       bytes += graph.tensor(rings[next][0]).bytes();
       bucket.push_back(rings[next++]);
     }
@@ -157,7 +162,7 @@ std::map<TensorId, TensorId> BucketedAllReduce(Graph& graph,
             AddGradientOp(graph, base[m] + "/pack", op_types::kConcat, flats, concat, owner[m])[0];
       }
     }
-    const std::vector<TensorId> all = RingAllReduce(graph, owner, base, packed);
+    const std::vector<TensorId> all = RingAllReduce(graph, owner, base, packed, bucket_index++);
     for (size_t m = 0; m < replicas; ++m) {
       std::vector<TensorId> parts = {all[m]};
       if (bucket.size() > 1) {
@@ -186,8 +191,13 @@ std::map<TensorId, TensorId> BucketedAllReduce(Graph& graph,
 }  // namespace
 
 void AppendBackwardAndUpdate(Graph& graph, double learning_rate,
-                             const std::function<std::vector<TensorId>(TensorId)>& tied_with) {
+                             const std::function<std::vector<TensorId>(TensorId)>& tied_with,
+                             const AllReduceOptions& all_reduce) {
   if (learning_rate <= 0) throw GraphError("the learning rate must be positive");
+  if (all_reduce.bucket_bytes <= 0) {
+    throw GraphError(fmt::format("the all-reduce's bucket size must be positive, not {} bytes",
+                                 all_reduce.bucket_bytes));
+  }
   // Several losses (data-parallel replicas) are summed: each seeds its backward with 1.
   std::vector<bool> is_loss(static_cast<size_t>(graph.num_ops()), false);
   OpId loss = kNoOp;
@@ -331,7 +341,7 @@ void AppendBackwardAndUpdate(Graph& graph, double learning_rate,
       for (TensorId member : ring) seen[member] = true;
       rings.push_back(std::move(ring));
     }
-    reduced = BucketedAllReduce(graph, std::move(rings), summed);
+    reduced = BucketedAllReduce(graph, std::move(rings), summed, all_reduce.bucket_bytes);
   }
 
   for (TensorId param : parameters) {

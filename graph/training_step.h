@@ -2,7 +2,9 @@
 // op on the path to the loss (it belongs with that forward op) and one SGD update per parameter.
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <string_view>
 #include <vector>
 
 #include "graph/ir.h"
@@ -19,9 +21,21 @@ namespace placer::graph {
 // ring of backward-phase ops on the replicas' devices ("<param>.allreduce/...": split into chunks,
 // reduce-scatter and all-gather hop by hop, concatenate), then unpacked; so executing or
 // simulating the step moves exactly the bytes of a bucketed ring all-reduce.
+// Every op of bucket b's ring carries the attributes kAllReduceBucket = b and kAllReduceMember =
+// its replica's index in the ring: the executor runs a bucket whose replicas span processes as
+// one c10d allreduce instead (runtime/bucket_allreduce.h), the simulator prices the ring's hops.
+struct AllReduceOptions {
+  // PyTorch DDP's default bucket size: all-reducing every small gradient (a bias, a norm's
+  // scale) on its own would pay a ring's 2 (R - 1) link latencies per parameter.
+  int64_t bucket_bytes = int64_t{25} << 20;
+};
+inline constexpr std::string_view kAllReduceBucket = "allreduce_bucket";
+inline constexpr std::string_view kAllReduceMember = "allreduce_member";
+
 void AppendBackwardAndUpdate(
     Graph& graph, double learning_rate,
-    const std::function<std::vector<TensorId>(TensorId)>& tied_with = nullptr);
+    const std::function<std::vector<TensorId>(TensorId)>& tied_with = nullptr,
+    const AllReduceOptions& all_reduce = {});
 
 // The op that owns a parameter: its first forward consumer. The parameter lives, and is updated,
 // on that op's device.

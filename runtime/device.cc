@@ -18,17 +18,6 @@ std::vector<std::string> DeviceNames(const DeviceSet& devices) {
   return names;
 }
 
-int DeviceProcess(const std::string& name) {
-  const size_t slash = name.find('/');
-  if (slash == std::string::npos || slash < 2 || name[0] != 'w') return -1;
-  int process = 0;
-  for (size_t i = 1; i < slash; ++i) {
-    if (name[i] < '0' || name[i] > '9' || process > 1'000'000) return -1;
-    process = process * 10 + (name[i] - '0');
-  }
-  return process;
-}
-
 int NumCudaDevicesPresent() {
 #ifdef PLACER_WITH_CUDA
   return static_cast<int>(c10::cuda::device_count());

@@ -23,8 +23,18 @@ using DeviceSet = std::vector<Device>;
 
 std::vector<std::string> DeviceNames(const DeviceSet& devices);
 // The process a device belongs to in a placement across processes: k for "w<k>/cpu:0", -1 for a
-// name without a process ("cpu:0", the process that runs the placement).
-int DeviceProcess(const std::string& name);
+// name without a process ("cpu:0", the process that runs the placement). Inline: the torch-free
+// simulator reads it too (it puts process k's devices on its host).
+inline int DeviceProcess(const std::string& name) {
+  const size_t slash = name.find('/');
+  if (slash == std::string::npos || slash < 2 || name[0] != 'w') return -1;
+  int process = 0;
+  for (size_t i = 1; i < slash; ++i) {
+    if (name[i] < '0' || name[i] > '9' || process > 1'000'000) return -1;
+    process = process * 10 + (name[i] - '0');
+  }
+  return process;
+}
 int NumCudaDevicesPresent();  // 0 on a machine without a usable GPU
 
 // `auto`: every CUDA GPU, then CPU workers (one 1-thread worker per core when there is no GPU,

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -21,6 +22,8 @@
 
 #include "graph/ops.h"
 #include "graph/pipeline.h"
+#include "graph/training_step.h"
+#include "runtime/bucket_allreduce.h"
 #include "runtime/kernel_table.h"
 #include "runtime/processes.h"
 #include "runtime/transport.h"
@@ -206,6 +209,15 @@ struct Executor::Impl {
 
   std::unique_ptr<Transports> transports;
 
+  // Gradient buckets whose replicas span processes run as one c10d allreduce each
+  // (bucket_allreduce.h): a member's split op contributes its flat gradient, its concat op
+  // collects the sum, and the ring's hops between them do not run.
+  enum class BucketRole : uint8_t { kNone, kContribute, kCollect, kSkipped };
+  std::vector<BucketRole> bucket_role;         // per op
+  std::vector<int> bucket_of;                  // per op with a role: its collective bucket
+  std::vector<std::vector<OpId>> collect_ops;  // per collective bucket: this process's
+  std::unique_ptr<BucketAllReduce> all_reduce;
+
   Impl(const graph::Graph& g, DeviceSet d, graph::Placement p, ExecutorOptions o)
       : graph(g),
         devices(std::move(d)),
@@ -229,11 +241,10 @@ struct Executor::Impl {
             "device '{}': a placement across processes names every device's process ('w0/{}')",
             d.name, d.name));
       }
-      if (options.processes &&
-          (d.type != DeviceType::kCpu || process >= options.processes->group->getSize())) {
-        throw StepFailure(fmt::format(
-            "device '{}': across processes, devices are CPU workers of processes 0 to {}", d.name,
-            options.processes->group->getSize() - 1));
+      if (options.processes && process >= options.processes->group->getSize()) {
+        throw StepFailure(
+            fmt::format("device '{}': across processes, devices are of processes 0 to {}", d.name,
+                        options.processes->group->getSize() - 1));
       }
       device_process.push_back(process);
       local.push_back(!options.processes || process == options.processes->rank());
@@ -256,6 +267,7 @@ struct Executor::Impl {
         runs[static_cast<size_t>(id)] = graph.op(id).phase == Phase::kForward;
       }
     }
+    PlanCollectiveBuckets(device_process, runs);
     ops_to_run = 0;
     for (OpId id = 0; id < graph.num_ops(); ++id) {
       ops_to_run += runs[static_cast<size_t>(id)] &&
@@ -275,7 +287,11 @@ struct Executor::Impl {
         }
       }
       for (OpId consumer : tensor.consumers) {
-        if (!runs[static_cast<size_t>(consumer)]) continue;
+        // A collect op reads the allreduce's result, not the ring's chunks.
+        if (!runs[static_cast<size_t>(consumer)] ||
+            bucket_role[static_cast<size_t>(consumer)] == BucketRole::kCollect) {
+          continue;
+        }
         auto& list = users[static_cast<size_t>(t)]
                           [static_cast<size_t>(op_device[static_cast<size_t>(consumer)])];
         if (std::find(list.begin(), list.end(), consumer) == list.end()) list.push_back(consumer);
@@ -293,6 +309,10 @@ struct Executor::Impl {
       std::sort(inputs.begin(), inputs.end());
       initial_pending[static_cast<size_t>(id)] =
           static_cast<int>(std::unique(inputs.begin(), inputs.end()) - inputs.begin());
+      // Released by the allreduce's communication thread (BucketReady).
+      if (bucket_role[static_cast<size_t>(id)] == BucketRole::kCollect) {
+        initial_pending[static_cast<size_t>(id)] = 1;
+      }
     }
     backward_of.assign(static_cast<size_t>(graph.num_ops()), graph::kNoOp);
     needs_grad.assign(static_cast<size_t>(graph.num_ops()), {});
@@ -353,10 +373,79 @@ struct Executor::Impl {
       for (int to : remote[static_cast<size_t>(t)]) {
         if (!local[static_cast<size_t>(to)]) continue;
         cross.incoming.push_back({t, to, device_process[static_cast<size_t>(from)],
-                                  graph.tensor(t).shape, graph.tensor(t).dtype});
+                                  graph.tensor(t).shape, graph.tensor(t).dtype,
+                                  IsCuda(to) ? devices[static_cast<size_t>(to)].index : -1});
       }
     }
     transports = std::make_unique<Transports>(devices, graph.num_tensors(), &cross);
+  }
+
+  // Finds the all-reduce rings (graph::kAllReduceBucket) whose members are on devices of more than
+  // one process and gives their ops roles; the others run as graph ops. Every process finds the
+  // same buckets in the same order (same graph and placement), as the collectives' order needs.
+  void PlanCollectiveBuckets(const std::vector<int>& device_process, std::vector<bool>& runs) {
+    bucket_role.assign(static_cast<size_t>(graph.num_ops()), BucketRole::kNone);
+    bucket_of.assign(static_cast<size_t>(graph.num_ops()), -1);
+    if (!options.processes) return;
+    const std::string tag(graph::kAllReduceBucket);
+    std::map<int64_t, std::vector<OpId>> rings;
+    for (OpId id = 0; id < graph.num_ops(); ++id) {
+      if (runs[static_cast<size_t>(id)] && graph.op(id).attrs.Has(tag)) {
+        rings[graph.op(id).attrs.GetInt(tag)].push_back(id);
+      }
+    }
+    std::vector<BucketAllReduce::Bucket> buckets;
+    for (const auto& [ring, ops] : rings) {
+      std::set<int> processes;
+      OpId first_split = graph::kNoOp;
+      for (OpId id : ops) {
+        processes.insert(device_process[static_cast<size_t>(op_device[static_cast<size_t>(id)])]);
+        if (graph.op(id).type == graph::op_types::kSplit && first_split == graph::kNoOp) {
+          first_split = id;
+        }
+      }
+      // A one-element bucket's ring has no split to contribute from: it runs as graph ops.
+      if (processes.size() < 2 || first_split == graph::kNoOp) continue;
+      const int index = static_cast<int>(buckets.size());
+      BucketAllReduce::Bucket bucket{
+          .elements = graph::NumElements(graph.tensor(graph.op(first_split).inputs[0]).shape)};
+      // NCCL where every member is a GPU and every process holds one (each rank's allreduce then
+      // starts from a GPU); Gloo through host memory otherwise. The same choice on every process.
+      std::set<int> member_processes;
+      bool all_gpus = options.processes->gpu_group != nullptr;
+      for (OpId id : ops) {
+        if (graph.op(id).type != graph::op_types::kSplit) continue;
+        const int d = op_device[static_cast<size_t>(id)];
+        member_processes.insert(device_process[static_cast<size_t>(d)]);
+        all_gpus = all_gpus && IsCuda(d);
+        if (all_gpus && local[static_cast<size_t>(d)] && bucket.device.is_cpu()) {
+          bucket.device = TorchDevice(devices[static_cast<size_t>(d)]);
+        }
+      }
+      bucket.on_gpus = all_gpus && static_cast<int>(member_processes.size()) ==
+                                       options.processes->group->getSize();
+      if (!bucket.on_gpus) bucket.device = at::kCPU;
+      collect_ops.emplace_back();
+      for (OpId id : ops) {
+        const bool here = local[static_cast<size_t>(op_device[static_cast<size_t>(id)])];
+        bucket_of[static_cast<size_t>(id)] = index;
+        BucketRole& role = bucket_role[static_cast<size_t>(id)];
+        if (graph.op(id).type == graph::op_types::kSplit) {
+          role = BucketRole::kContribute;
+          bucket.local_members += here;
+        } else if (graph.op(id).type == graph::op_types::kConcat) {
+          role = BucketRole::kCollect;
+          if (here) collect_ops.back().push_back(id);
+        } else {
+          role = BucketRole::kSkipped;
+          runs[static_cast<size_t>(id)] = false;
+        }
+      }
+      buckets.push_back(bucket);
+    }
+    if (!buckets.empty()) {
+      all_reduce = std::make_unique<BucketAllReduce>(options.processes, std::move(buckets));
+    }
   }
 
   void LoadParameters(const TensorMap& initial) {
@@ -434,15 +523,25 @@ struct Executor::Impl {
     uses_left[static_cast<size_t>(t)][static_cast<size_t>(device)] =
         static_cast<int>(consumers.size());
     if (!resident) Allocate(device, graph.tensor(t).bytes());
-    for (OpId consumer : consumers) {
-      if (pending[static_cast<size_t>(consumer)].fetch_sub(1) == 1) {
-        DeviceQueue& q = *queues[static_cast<size_t>(device)];
-        {
-          std::lock_guard lock(q.mutex);
-          q.ready.emplace(priority[static_cast<size_t>(consumer)], consumer);
-        }
-        q.wake.notify_one();
+    for (OpId consumer : consumers) Arrived(consumer, device);
+  }
+
+  // One of `op`'s inputs is available on its `device`: queues the op once all are.
+  void Arrived(OpId op, int device) {
+    if (pending[static_cast<size_t>(op)].fetch_sub(1) == 1) {
+      DeviceQueue& q = *queues[static_cast<size_t>(device)];
+      {
+        std::lock_guard lock(q.mutex);
+        q.ready.emplace(priority[static_cast<size_t>(op)], op);
       }
+      q.wake.notify_one();
+    }
+  }
+
+  // The communication thread's: bucket b's sum is ready for its collect ops.
+  void BucketReady(int b) {
+    for (OpId op : collect_ops[static_cast<size_t>(b)]) {
+      Arrived(op, op_device[static_cast<size_t>(op)]);
     }
   }
 
@@ -498,6 +597,27 @@ struct Executor::Impl {
 
   void RunOp(OpId id, int device) {
     const Op& op = graph.op(id);
+    switch (bucket_role[static_cast<size_t>(id)]) {
+      case BucketRole::kContribute:
+        WaitFor(op.inputs[0], device);
+        // The communication thread reads it on another stream: the GPU's work must be done.
+        if (IsCuda(device)) {
+          for (const auto& transport : transports->all()) transport->Synchronize(device);
+        }
+        all_reduce->Contribute(
+            bucket_of[static_cast<size_t>(id)],
+            values[static_cast<size_t>(op.inputs[0])][static_cast<size_t>(device)]);
+        Consumed(op.inputs[0], device);
+        return;
+      case BucketRole::kCollect:
+        PublishOutput(op.outputs[0], device,
+                      all_reduce->Result(bucket_of[static_cast<size_t>(id)])
+                          .to(torch_device[static_cast<size_t>(device)]));
+        return;
+      case BucketRole::kNone:
+      case BucketRole::kSkipped:
+        break;
+    }
     std::vector<at::Tensor> inputs;
     inputs.reserve(op.inputs.size());
     for (TensorId t : op.inputs) {
@@ -599,6 +719,7 @@ struct Executor::Impl {
       if (error.empty()) error = message;
     }
     abort = true;
+    if (all_reduce) all_reduce->Abort();
     for (auto& q : queues) {
       { std::lock_guard lock(q->mutex); }
       q->wake.notify_all();
@@ -757,6 +878,10 @@ struct Executor::Impl {
     batch = &step_batch;
 
     step_start = Clock::now();
+    if (all_reduce) {
+      all_reduce->BeginStep([this](int b) { BucketReady(b); },
+                            [this](const std::string& message) { Fail(message); });
+    }
     for (const auto& transport : transports->all()) {
       transport->BeginStep([this](TensorId t, int device,
                                   at::Tensor value) { Publish(t, device, std::move(value)); },
@@ -823,6 +948,14 @@ struct Executor::Impl {
                         "executor cannot run again)",
                         error));
       }
+    }
+    if (all_reduce && !all_reduce->EndStep(options.abandon_grace_seconds)) {
+      // An allreduce still waits for its peers and would write into this state.
+      abandoned = true;
+      throw StepFailure(fmt::format(
+          "{} (a gradient bucket's allreduce across processes still waits: this executor cannot "
+          "run again)",
+          error));
     }
     if (abort) {
       ResetAfterFailure();

@@ -55,7 +55,9 @@ struct ExecutorOptions {
   double abandon_grace_seconds = 1.0;
   // A placement across processes: every device is named "w<rank>/...", and this executor runs
   // the ops of the devices of its own process (processes->rank()); tensors cross processes
-  // through the group's send/recv, and each process must run the same graph, placement and steps.
+  // through the group's send/recv, gradient buckets whose replicas span processes are summed by
+  // the group's allreduce (bucket_allreduce.h), and each process must run the same graph,
+  // placement and steps.
   // Parameters() and the loss are this process's. A step that fails leaves receives waiting: the
   // executor cannot run again. Null: every device is in this process.
   std::shared_ptr<const Processes> processes;

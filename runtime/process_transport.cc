@@ -1,4 +1,5 @@
-// Between processes: the c10d group's send/recv (ProcessGroupGloo on CPU tensors). The sending
+// Between processes: the c10d group's send/recv (ProcessGroupGloo, host memory: a GPU's tensors
+// are copied to the host to be sent and onto the GPU once received). The sending
 // device's worker sends and waits until the tensor is out; the receiving process posts a receive
 // for every tensor it expects at the start of each step, each on a thread of its own, which
 // delivers the tensor as it arrives (arrival order depends on the sender's schedule, so no one
@@ -14,8 +15,26 @@
 #include "runtime/processes.h"
 #include "runtime/transport.h"
 
+#ifdef PLACER_WITH_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#endif
+
 namespace placer::runtime {
 namespace {
+
+// A received tensor onto GPU `index`, complete before the GPU's worker reads it on its own stream.
+at::Tensor ToGpu(const at::Tensor& host, int index) {
+#ifdef PLACER_WITH_CUDA
+  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(index));
+  at::Tensor value = host.to(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(index)));
+  c10::cuda::device_synchronize();
+  return value;
+#else
+  (void)host;
+  throw StepFailure(fmt::format("a tensor for cuda:{}: this placer was built without CUDA", index));
+#endif
+}
 
 class ProcessTransport final : public Transport {
  public:
@@ -25,7 +44,8 @@ class ProcessTransport final : public Transport {
   ~ProcessTransport() override { Join(); }
 
   at::Tensor Copy(const at::Tensor& value, int, int to, graph::TensorId t) override {
-    std::vector<at::Tensor> message = {value.contiguous()};
+    // Gloo sends host memory: a GPU's tensor is copied out first (synchronously).
+    std::vector<at::Tensor> message = {value.to(at::kCPU).contiguous()};
     cross_.processes->group
         ->send(message, cross_.device_process[static_cast<size_t>(to)], Tag(t, to))
         ->wait();
@@ -49,6 +69,9 @@ class ProcessTransport final : public Transport {
         }
         ++arrived_;
         try {
+          if (in.cuda_index >= 0) {
+            message[0] = ToGpu(message[0], in.cuda_index);
+          }
           deliver(in.t, in.to, std::move(message[0]));
         } catch (const std::exception& e) {
           fail(e.what());

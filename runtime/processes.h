@@ -1,6 +1,7 @@
-// The processes of a placement across processes (ExecutorOptions::processes): the c10d group
-// (ProcessGroupGloo on CPU, runtime/cluster/process_group.h forms it) whose send/recv carries
-// tensors between them. Devices named "w<k>/..." belong to the process of rank k.
+// The processes of a placement across processes (ExecutorOptions::processes): the c10d groups
+// (ProcessGroupGloo on CPU, ProcessGroupNCCL on GPUs; runtime/cluster/process_group.h forms
+// them). Gloo's send/recv carries tensors between them (GPU tensors through host memory). Devices
+// named "w<k>/..." belong to the process of rank k.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -8,7 +9,8 @@
 namespace placer::runtime {
 
 struct Processes {
-  c10::intrusive_ptr<c10d::Backend> group;
+  c10::intrusive_ptr<c10d::Backend> group;      // Gloo: CPU tensors (send/recv, allreduce)
+  c10::intrusive_ptr<c10d::Backend> gpu_group;  // NCCL: the GPU buckets' allreduce; may be null
   int rank() const { return group->getRank(); }
 };
 

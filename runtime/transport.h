@@ -75,6 +75,7 @@ struct Incoming {
   int from_process;
   std::vector<int64_t> shape;
   graph::DType dtype;
+  int cuda_index = -1;  // `to`'s GPU, where the tensor goes after arriving in host memory; -1: CPU
 };
 
 // A placement across processes, as its transport sees it.
@@ -111,7 +112,7 @@ class Transports {
 std::unique_ptr<Transport> MakeCpuCopyTransport();
 // Built only with PLACER_WITH_CUDA.
 std::unique_ptr<Transport> MakeCudaTransport(const DeviceSet& devices, int num_tensors);
-// c10d send/recv between processes (CPU tensors: Gloo).
+// c10d send/recv between processes (Gloo; a GPU's tensors go through host memory).
 std::unique_ptr<Transport> MakeProcessTransport(const CrossProcess& cross, int num_devices);
 
 }  // namespace placer::runtime

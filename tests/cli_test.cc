@@ -211,6 +211,33 @@ TEST(CliTest, EvaluateSimulatesAClusterLargerThanTheMachineAndWritesItsTrace) {
   EXPECT_THAT(json, AllOf(HasSubstr("traceEvents"), HasSubstr("conv1"), HasSubstr("cuda:0")));
 }
 
+// Devices of two processes ("w0/", "w1/"): without torchrun's variables, --simulate predicts the
+// data-parallel step with the processes on two hosts, and compare judges every method by it.
+std::string TwoProcessConfig(const std::filesystem::path& output) {
+  return WriteTemp("two_processes_sim.yaml",
+                   "model: {builtin: lenet, batch_size: 32}\n"
+                   "devices: [w0/cpu:0, w1/cpu:0]\n"
+                   "search: {evaluator: simulated, policy_steps: 3, max_wall_seconds: 20}\n"
+                   "simulation: {host_link_gbps: 100}\n"
+                   "output: {directory: " +
+                       output.string() + "}\n");
+}
+
+TEST(CliTest, EvaluateAndCompareSimulateDevicesOfTwoProcesses) {
+  const auto dir = SuiteDir() / "two_processes";
+  const std::string config = TwoProcessConfig(dir);
+  Result evaluated = RunPlacer("evaluate --config " + config + " --simulate --data-parallel");
+  ASSERT_EQ(evaluated.exit_code, 0) << evaluated.output;
+  EXPECT_THAT(evaluated.output,
+              AllOf(HasSubstr("simulated (roofline model)"), HasSubstr("simulated, not measured"),
+                    Not(HasSubstr("joining the Gloo group"))));
+  Result compared = RunPlacer("compare --config " + config);
+  ASSERT_EQ(compared.exit_code, 0) << compared.output;
+  EXPECT_THAT(compared.output, AllOf(HasSubstr("w0/cpu:0, w1/cpu:0"), HasSubstr("data parallel"),
+                                     HasSubstr("learned (")));
+  EXPECT_TRUE(std::filesystem::exists(dir / "report.md"));
+}
+
 TEST(CliTest, EvaluateWithoutSimulateRefusesAbsentGpusWithExitTwo) {
   if (HasSecondGpu()) GTEST_SKIP() << "the GPUs are real here";
   Result r = RunPlacer("evaluate --config " + SimulatedOnlyConfig());

@@ -23,28 +23,38 @@ inline constexpr double kLearningRate = 0.2;
 
 struct Case {
   graph::Graph graph;
-  graph::Placement placement;  // over the devices of ProcessWorkers()
+  graph::Placement placement;  // over `devices`
   runtime::TensorMap parameters, batch;
+  runtime::DeviceSet devices;
 };
 
-// One 1-thread CPU worker per process: "w0/cpu:0", "w1/cpu:0".
-inline runtime::DeviceSet ProcessWorkers() {
+// GPU k of this machine in process k: "w0/cuda:0", "w1/cuda:1" (NCCL needs a GPU per process).
+inline runtime::DeviceSet ProcessGpus() {
   runtime::DeviceSet devices;
   for (int k = 0; k < kProcesses; ++k) {
-    devices.push_back({fmt::format("w{}/cpu:0", k), runtime::DeviceType::kCpu, 0, 1, 0});
+    devices.push_back({fmt::format("w{}/cuda:{}", k, k), runtime::DeviceType::kCuda, k, 1, 0});
   }
   return devices;
 }
 
-inline std::vector<std::string> ProcessDeviceNames() {
-  return runtime::DeviceNames(ProcessWorkers());
+// `per_process` 1-thread CPU workers per process: "w0/cpu:0", ..., "w1/cpu:0", ...
+inline runtime::DeviceSet ProcessWorkers(int per_process = 1) {
+  runtime::DeviceSet devices;
+  for (int k = 0; k < kProcesses; ++k) {
+    for (int i = 0; i < per_process; ++i) {
+      devices.push_back({fmt::format("w{}/cpu:{}", k, i), runtime::DeviceType::kCpu, i, 1, 0});
+    }
+  }
+  return devices;
 }
 
 // LeNet whose convolutions run in process 0 and whose fully connected layers, and the loss, in
 // process 1: activations cross forward, their gradients back.
 inline Case Split() {
-  Case c{graph::BuildLeNet({.batch_size = 16, .learning_rate = kLearningRate}), {}, {}, {}};
-  c.placement = graph::Placement::AllOn(c.graph, ProcessDeviceNames(), 0);
+  Case c;
+  c.graph = graph::BuildLeNet({.batch_size = 16, .learning_rate = kLearningRate});
+  c.devices = ProcessWorkers();
+  c.placement = graph::Placement::AllOn(c.graph, runtime::DeviceNames(c.devices), 0);
   for (const char* op : {"fc1", "relu3", "fc2", "loss"}) {
     c.placement.device_of_op[static_cast<size_t>(*c.graph.FindOp(op))] = 1;
   }
@@ -59,23 +69,34 @@ inline Case DataParallelReference() {
   graph::Placement placement = graph::Placement::AllOn(g, {"cpu:0"}, 0);
   runtime::TensorMap parameters = runtime::InitializeParameters(g, 41);
   runtime::TensorMap batch = runtime::SyntheticBatch(g, 42);
-  return {std::move(g), std::move(placement), std::move(parameters), std::move(batch)};
+  runtime::DeviceSet one = {{"cpu:0", runtime::DeviceType::kCpu, 0, 1, 0}};
+  return {std::move(g), std::move(placement), std::move(parameters), std::move(batch),
+          std::move(one)};
 }
 
-// A replica of LeNet in each process, each on its half of the reference's batch; gradients are
-// summed across the processes by the replicated graph's all-reduce.
-inline Case DataParallel() {
+// A bucket size that cuts LeNet's gradients (about 520 KB) into three buckets.
+inline constexpr int64_t kSmallBucketBytes = int64_t{64} << 10;
+
+// `per_process` replicas of LeNet in each process, each on its share of the reference's batch;
+// gradients are summed by the replicated graph's all-reduce, in buckets of `bucket_bytes`: each
+// process sums its replicas', then c10d's allreduce sums across the processes.
+// On GPUs (`devices`: ProcessGpus()), the buckets are all-reduced by NCCL.
+inline Case DataParallel(int per_process = 1,
+                         int64_t bucket_bytes = graph::AllReduceOptions{}.bucket_bytes,
+                         runtime::DeviceSet devices = {}) {
   Case reference = DataParallelReference();
   const int64_t batch_size = reference.batch.at("labels").size(0);
+  if (devices.empty()) devices = ProcessWorkers(per_process);
   graph::DataParallelGraph dp = graph::BuildDataParallel(
       [](int64_t shard, int64_t normalizer) {
         return graph::BuildLeNet(
             {.batch_size = shard, .loss_normalizer = normalizer, .training_step = false});
       },
-      batch_size, ProcessDeviceNames(), {1, 1}, kLearningRate);
-  Case c{std::move(dp.graph), std::move(dp.placement), {}, {}};
+      batch_size, runtime::DeviceNames(devices), std::vector<double>(devices.size(), 1.0),
+      kLearningRate, {.bucket_bytes = bucket_bytes});
+  Case c{std::move(dp.graph), std::move(dp.placement), {}, {}, std::move(devices)};
   int64_t offset = 0;
-  for (int r = 0; r < kProcesses; ++r) {
+  for (int r = 0; r < static_cast<int>(c.devices.size()); ++r) {
     for (const auto& [name, value] : reference.parameters) {
       c.parameters[graph::ReplicaName(r, name)] = value;
     }
@@ -91,6 +112,9 @@ inline Case DataParallel() {
 inline Case MakeCase(const std::string& name) {
   if (name == "split") return Split();
   if (name == "data_parallel") return DataParallel();
+  if (name == "data_parallel_2x2") return DataParallel(2);
+  if (name == "data_parallel_small_buckets") return DataParallel(1, kSmallBucketBytes);
+  if (name == "data_parallel_gpus") return DataParallel(1, kSmallBucketBytes, ProcessGpus());
   throw std::invalid_argument("unknown case '" + name + "'");
 }
 

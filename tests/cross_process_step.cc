@@ -5,6 +5,7 @@
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
 
@@ -21,17 +22,30 @@ int main(int argc, char** argv) {
   try {
     at::set_num_threads(1);  // 1-thread workers: libgomp's spinning slows localhost transfers
     const cluster::Rendezvous rendezvous = cluster::RendezvousFromEnvironment();
-    auto processes = std::make_shared<runtime::Processes>(
-        runtime::Processes{cluster::JoinGlooGroup(rendezvous, std::chrono::seconds(60))});
     cross_process::Case c = cross_process::MakeCase(argv[1]);
+    const bool gpus = std::any_of(c.devices.begin(), c.devices.end(), [](const auto& d) {
+      return d.type == runtime::DeviceType::kCuda;
+    });
+    cluster::ProcessGroups groups =
+        cluster::JoinProcessGroups(rendezvous, std::chrono::seconds(60), gpus);
+    auto processes = std::make_shared<runtime::Processes>(
+        runtime::Processes{std::move(groups.gloo), std::move(groups.nccl)});
     runtime::ExecutorOptions options;
     options.processes = processes;
-    runtime::Executor executor(c.graph, cross_process::ProcessWorkers(), c.placement, c.parameters,
-                               options);
+    runtime::Executor executor(c.graph, c.devices, c.placement, c.parameters, options);
     for (int step = 0; step < cross_process::kSteps; ++step) {
       runtime::StepResult r = executor.RunStep(c.batch, /*time_limit_seconds=*/120);
-      fmt::print("rank {} step {}: {:.3f} s, loss {:.6f}\n", rendezvous.rank, step, r.seconds,
-                 r.loss);
+      // Bytes this process sent to devices of other processes by send/recv (the test checks that
+      // data parallelism sends none: its gradients cross by allreduce).
+      int64_t sent = 0;
+      for (const runtime::TransferStats& transfer : r.transfers) {
+        if (transfer.from != "host" &&
+            runtime::DeviceProcess(transfer.from) != runtime::DeviceProcess(transfer.to)) {
+          sent += transfer.bytes;
+        }
+      }
+      fmt::print("rank {} step {}: {:.3f} s, loss {:.6f}, {} bytes sent to other processes\n",
+                 rendezvous.rank, step, r.seconds, r.loss, sent);
     }
     cross_process::WriteParameters(argv[2], executor.Parameters());
     return 0;

@@ -635,6 +635,69 @@ TEST(RooflineCostModelTest, CrossesTheNetworkBetweenHosts) {
   EXPECT_THROW(RooflineCostModel{options}, std::invalid_argument);
 }
 
+// Devices of a placement across processes ("w<k>/..."): process k is on host k unless
+// process_hosts maps it elsewhere; gpus_per_host does not apply to them.
+TEST(RooflineCostModelTest, PutsEachProcessOnItsHost) {
+  RooflineOptions options;
+  options.gpus_per_host = 8;
+  options.between_hosts = LinkPresets::Network(100, 40e-6);
+  const Device w0 = {.name = "w0/cpu:0"}, w1 = {.name = "w1/cpu:0"},
+               w1_gpu = {.name = "w1/cuda:0", .type = DeviceType::kCuda},
+               w2_gpu = {.name = "w2/cuda:0", .type = DeviceType::kCuda};
+  RooflineCostModel by_process(options);
+  EXPECT_EQ(by_process.HostOf(w0), 0);
+  EXPECT_EQ(by_process.HostOf(w1), 1);
+  EXPECT_EQ(by_process.HostOf(w2_gpu), 2);
+  EXPECT_EQ(by_process.LinkOf(&w0, w1), options.between_hosts);
+  EXPECT_EQ(by_process.LinkOf(&w1, w1_gpu), LinkPresets::Pcie4());
+  // 50 MB at 100 Gb/s: 4 ms, plus 40 us.
+  EXPECT_DOUBLE_EQ(by_process.TransferSeconds(50'000'000, &w0, w1), 4e-3 + 40e-6);
+  options.process_hosts = {0, 0, 1};
+  RooflineCostModel mapped(options);
+  EXPECT_EQ(mapped.HostOf(w1), 0);
+  EXPECT_EQ(mapped.LinkOf(&w0, w1), LinkPresets::SharedMemoryCpu());
+  EXPECT_EQ(mapped.LinkOf(&w1_gpu, w2_gpu), options.between_hosts);
+  options.process_hosts = {0};
+  RooflineCostModel short_list(options);
+  EXPECT_THROW(short_list.HostOf(w1), std::invalid_argument);
+  options.process_hosts = {0, -1};
+  EXPECT_THROW(RooflineCostModel{options}, std::invalid_argument);
+}
+
+// A LeNet split over two processes (convolutions in process 0, the rest in process 1): the
+// activations and their gradients cross the network between the processes' hosts, each transfer
+// taking the link's latency plus its bytes at the link's rate, as computed by hand here.
+TEST(SimulatorTest, PricesACrossingBetweenProcessesAsTheNetwork) {
+  const DeviceSet devices = {{.name = "w0/cpu:0"}, {.name = "w1/cpu:0"}};
+  graph::Graph g = graph::BuildLeNet({.batch_size = 32});
+  Placement placement = Placement::AllOn(g, Names(devices), 0);
+  for (const char* op : {"fc1", "relu3", "fc2", "loss"}) {
+    placement.device_of_op[static_cast<size_t>(*g.FindOp(op))] = 1;
+  }
+  RooflineOptions options;
+  options.between_hosts = LinkPresets::Network(100, 40e-6);
+  RooflineCostModel costs(options);
+  SimulationResult result = Simulator(g, devices, costs).Simulate(placement);
+  ASSERT_TRUE(result.valid) << result.invalid_reason;
+  int crossings = 0;
+  for (const ChannelStats& channel : result.transfers) {
+    if (channel.from == kHost) continue;
+    ++crossings;
+    ASSERT_GT(channel.count, 0);
+    // 100 Gb/s = 12.5 GB/s per direction.
+    const double by_hand = channel.count * 40e-6 + static_cast<double>(channel.bytes) / 12.5e9;
+    EXPECT_NEAR(channel.seconds, by_hand, 1e-12)
+        << channel.from << " -> " << channel.to << ": " << channel.bytes << " bytes";
+  }
+  EXPECT_EQ(crossings, 2);  // activations forward, their gradient back
+  // The same placement with both processes on one host copies in shared memory: faster.
+  options.process_hosts = {0, 0};
+  RooflineCostModel one_host(options);
+  SimulationResult shared = Simulator(g, devices, one_host).Simulate(placement);
+  ASSERT_TRUE(shared.valid) << shared.invalid_reason;
+  EXPECT_LT(shared.step_seconds, result.step_seconds);
+}
+
 TEST(CostModelTest, FitsALinkFromTimedTransfers) {
   // 2 us latency, 10 GB/s.
   std::vector<TransferSample> samples;

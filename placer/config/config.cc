@@ -498,14 +498,26 @@ SearchConfig ReadSearch(const Value& value) {
 }
 
 SimulationConfig ReadSimulation(const Value& value) {
-  Mapping mapping(
-      value, {"profile", "gpu_link", "gpus_per_host", "host_link_gbps", "host_link_latency_us"});
+  Mapping mapping(value, {"profile", "gpu_link", "gpus_per_host", "host_link_gbps",
+                          "host_link_latency_us", "process_hosts"});
   SimulationConfig simulation;
   if (const Value* profile = mapping.Find("profile")) simulation.profile = ToString(*profile);
   ReadChoice(mapping, "gpu_link", "link", kGpuLinkNames, &simulation.gpu_link);
   ReadInteger(mapping, "gpus_per_host", 0, &simulation.gpus_per_host);
   ReadPositive(mapping, "host_link_gbps", &simulation.host_link_gbps);
   ReadPositive(mapping, "host_link_latency_us", &simulation.host_link_latency_us);
+  if (const Value* list = mapping.Find("process_hosts")) {
+    if (!list->node.IsSequence() || list->node.size() == 0) {
+      list->Fail("expected a non-empty list of hosts, one per process, e.g. [0, 0, 1, 1]");
+    }
+    for (size_t i = 0; i < list->node.size(); ++i) {
+      const Value item{list->file, list->node[i], list->node[i].Mark(),
+                       fmt::format("{}[{}]", list->path, i)};
+      const int64_t host = ToInteger<int64_t>(item);
+      if (host < 0 || host > 4096) item.Fail(fmt::format("must be in [0, 4096], got {}", host));
+      simulation.process_hosts.push_back(static_cast<int>(host));
+    }
+  }
   return simulation;
 }
 

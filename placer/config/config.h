@@ -145,6 +145,9 @@ struct SimulationConfig {
   int gpus_per_host = 0;
   double host_link_gbps = 400;
   double host_link_latency_us = 30;
+  // simulation.process_hosts: the host of each process of a placement across processes (devices
+  // "w<k>/..."): process k is on host process_hosts[k]; empty: process k on host k.
+  std::vector<int> process_hosts;
 };
 
 // cluster: evaluation workers in other processes (`placer worker`, cluster/worker_pool.h). With

@@ -8,6 +8,10 @@
 
 #include "runtime/cluster/store.h"
 
+#ifdef PLACER_WITH_CUDA
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
 namespace placer::cluster {
 namespace {
 
@@ -74,16 +78,49 @@ c10::intrusive_ptr<c10d::Backend> ConnectGloo(const c10::intrusive_ptr<c10d::Sto
   }
 }
 
-c10::intrusive_ptr<c10d::Backend> JoinGlooGroup(const Rendezvous& rendezvous,
-                                                std::chrono::milliseconds timeout) {
+c10::intrusive_ptr<c10d::Backend> ConnectNccl(const c10::intrusive_ptr<c10d::Store>& store,
+                                              int rank, int world_size,
+                                              std::chrono::milliseconds timeout) {
+#ifdef PLACER_WITH_CUDA
+  auto options = c10d::ProcessGroupNCCL::Options::create();
+  options->timeout = timeout;
+  try {
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>("placer/nccl", store);
+    return c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, rank, world_size, options);
+  } catch (const std::exception& error) {
+    throw ClusterError(fmt::format("cluster: rank {} of {} could not form the NCCL group: {}", rank,
+                                   world_size, error.what()));
+  }
+#else
+  (void)store;
+  (void)timeout;
+  throw ClusterError(fmt::format(
+      "cluster: rank {} of {}: this placer was built without CUDA (PLACER_WITH_CUDA=OFF), so "
+      "without NCCL: it cannot place on GPUs of several processes",
+      rank, world_size));
+#endif
+}
+
+ProcessGroups JoinProcessGroups(const Rendezvous& rendezvous, std::chrono::milliseconds timeout,
+                                bool with_nccl) {
   c10::intrusive_ptr<c10d::Store> store;
   if (rendezvous.rank == 0) {
     store = HostStore(rendezvous.master_port, timeout);
   } else {
     store = JoinStore(rendezvous.master_addr, rendezvous.master_port, timeout);
   }
-  return ConnectGloo(store, rendezvous.rank, rendezvous.world_size, rendezvous.master_addr,
-                     timeout);
+  ProcessGroups groups;
+  groups.gloo =
+      ConnectGloo(store, rendezvous.rank, rendezvous.world_size, rendezvous.master_addr, timeout);
+  if (with_nccl) {
+    groups.nccl = ConnectNccl(store, rendezvous.rank, rendezvous.world_size, timeout);
+  }
+  return groups;
+}
+
+c10::intrusive_ptr<c10d::Backend> JoinGlooGroup(const Rendezvous& rendezvous,
+                                                std::chrono::milliseconds timeout) {
+  return JoinProcessGroups(rendezvous, timeout, /*with_nccl=*/false).gloo;
 }
 
 }  // namespace placer::cluster

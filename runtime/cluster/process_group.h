@@ -1,7 +1,8 @@
-// The c10d process group of a placement across processes: ProcessGroupGloo (CPU tensors) over a
-// c10d::TCPStore, rendezvoused the way torchrun does (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK).
-// Only c10d's API is used; gloo's headers (Debian's libgloo-dev) are needed to compile this file,
-// never its library: the torch wheel exports gloo's symbols itself.
+// The c10d process groups of a placement across processes: ProcessGroupGloo (CPU tensors) and,
+// for GPUs, ProcessGroupNCCL over a c10d::TCPStore, rendezvoused the way torchrun does
+// (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK). Only c10d's API is used; gloo's headers (Debian's
+// libgloo-dev) are needed to compile this file, never its library: the torch wheel exports gloo's
+// symbols itself.
 #pragma once
 
 #include <chrono>
@@ -30,7 +31,23 @@ c10::intrusive_ptr<c10d::Backend> ConnectGloo(const c10::intrusive_ptr<c10d::Sto
                                               const std::string& master_addr,
                                               std::chrono::milliseconds timeout);
 
-// Rank 0 hosts the store at master_addr:master_port, the others join it; then ConnectGloo.
+// ProcessGroupNCCL over `store`, for the CUDA tensors of a placement across processes (devices
+// "w<k>/cuda:N"): its communicators form on the first collective. Built only with
+// PLACER_WITH_CUDA (the wheel's nvidia/nccl headers); without it, throws ClusterError.
+c10::intrusive_ptr<c10d::Backend> ConnectNccl(const c10::intrusive_ptr<c10d::Store>& store,
+                                              int rank, int world_size,
+                                              std::chrono::milliseconds timeout);
+
+struct ProcessGroups {
+  c10::intrusive_ptr<c10d::Backend> gloo;  // CPU tensors
+  c10::intrusive_ptr<c10d::Backend> nccl;  // CUDA tensors; null unless asked for
+};
+
+// Rank 0 hosts the store at master_addr:master_port, the others join it; then ConnectGloo, and
+// ConnectNccl too when `with_nccl`.
+ProcessGroups JoinProcessGroups(const Rendezvous& rendezvous, std::chrono::milliseconds timeout,
+                                bool with_nccl);
+// JoinProcessGroups without NCCL: the Gloo group.
 c10::intrusive_ptr<c10d::Backend> JoinGlooGroup(const Rendezvous& rendezvous,
                                                 std::chrono::milliseconds timeout);
 

@@ -113,9 +113,22 @@ RooflineCostModel::RooflineCostModel(RooflineOptions options) : options_(options
     throw std::invalid_argument(
         fmt::format("gpus_per_host must be >= 0, got {}", options_.gpus_per_host));
   }
+  for (int host : options_.process_hosts) {
+    if (host < 0) throw std::invalid_argument(fmt::format("process_hosts: host {} < 0", host));
+  }
 }
 
 int RooflineCostModel::HostOf(const Device& device) const {
+  if (const int process = runtime::DeviceProcess(device.name); process >= 0) {
+    if (options_.process_hosts.empty()) return process;
+    if (process >= static_cast<int>(options_.process_hosts.size())) {
+      throw std::invalid_argument(
+          fmt::format("device '{}': simulation.process_hosts names the hosts of processes 0 to "
+                      "{} only",
+                      device.name, options_.process_hosts.size() - 1));
+    }
+    return options_.process_hosts[static_cast<size_t>(process)];
+  }
   if (options_.gpus_per_host == 0 || device.type != DeviceType::kCuda) return 0;
   return device.index / options_.gpus_per_host;
 }

@@ -139,6 +139,10 @@ struct RooflineOptions {
   // shared by several GPUs is not modelled). The minibatch is read on each GPU's own host.
   int gpus_per_host = 0;
   LinkSpec between_hosts = LinkPresets::Network(400, 30e-6);
+  // The devices of a placement across processes ("w<k>/cpu:0", "w<k>/cuda:1") are on the host of
+  // process k: process_hosts[k], or host k when the list is empty (one process per host, as
+  // torchrun starts them); gpus_per_host does not apply to them.
+  std::vector<int> process_hosts;
 };
 
 // The analytic model: op time = FLOPs / peak_flops (+ or max) bytes read and written /
@@ -153,7 +157,8 @@ class RooflineCostModel : public CostModel {
   void SetLink(const std::string& from, const std::string& to, const LinkSpec& link);
 
   DeviceSpec SpecOf(const runtime::Device& device) const;
-  // The host of a device (see RooflineOptions::gpus_per_host).
+  // The host of a device (see RooflineOptions::gpus_per_host and process_hosts). Throws
+  // std::invalid_argument for a process that process_hosts does not list.
   int HostOf(const runtime::Device& device) const;
   LinkSpec LinkOf(const runtime::Device* from, const runtime::Device& to) const;
   const RooflineOptions& options() const { return options_; }
