@@ -12,8 +12,8 @@
 #include <optional>
 #include <thread>
 
-#include "runtime/cluster/store.h"
 #include "proto/evaluation_wire.h"
+#include "runtime/cluster/store.h"
 
 namespace placer::cluster {
 namespace {
