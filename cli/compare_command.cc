@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <iostream>
@@ -12,6 +13,7 @@
 #include "cli/pipeline_row.h"
 #include "cli/report_pictures.h"
 #include "cli/search_setup.h"
+#include "graph/micro_batches.h"
 #include "placer/report.h"
 #include "placer/search.h"
 #include "placer/verifier.h"
@@ -29,7 +31,8 @@ struct Pending {
   std::string error;
   double seconds_to_produce = 0;
   int evaluations = 0;
-  bool describe = false;  // the searches' rows say what they chose
+  bool describe = false;         // the searches' rows say what they chose
+  bool pipeline_stages = false;  // the pipeline baseline's stages at one of the search's shapes
 };
 
 search::ReportRow RowOf(const Pending& p, const search::SideBySideResult* judged,
@@ -139,7 +142,10 @@ int RunCompareCommand(const Commands& c) {
     // The warm starts that are not rows of their own (baselines copied onto idle devices, the
     // pipeline baseline's stages at each micro-batch count).
     for (const search::NamedCandidate& warm : DerivedWarmStarts(*setup)) {
-      pending.push_back({Kind::kLearned, warm.name, warm.candidate, "", 0, 0, true});
+      const bool stages = std::any_of(
+          setup->pipelined.begin(), setup->pipelined.end(),
+          [&](const search::NamedCandidate& p) { return p.candidate == warm.candidate; });
+      pending.push_back({Kind::kLearned, warm.name, warm.candidate, "", 0, 0, true, stages});
     }
   }
 
@@ -174,8 +180,35 @@ int RunCompareCommand(const Commands& c) {
   // The pipeline baseline tries micro-batch counts up to 32 on micro-batched graphs of its own,
   // simulated, so that only a simulated comparison has its row (a measured comparison measures its
   // stages at the search's micro-batch counts among the learned row's candidates).
+  // Under a measured judge its row is its stages at the search's micro-batch count and schedule
+  // that measured fastest side by side above.
   if (setup->measured) {
-    std::cout << "note: the pipeline baseline is simulated only; no row under a measured judge\n";
+    std::optional<size_t> fastest;
+    for (size_t i = first_answer; i < pending.size(); ++i) {
+      if (!pending[i].pipeline_stages || !judged[*slot[i]].result.valid) continue;
+      if (!fastest ||
+          judged[*slot[i]].result.step_seconds < judged[*slot[*fastest]].result.step_seconds) {
+        fastest = i;
+      }
+    }
+    Pending row{Kind::kBaseline,
+                "pipeline (contiguous stages)",
+                std::nullopt,
+                setup->pipelined.empty()
+                    ? "no micro-batch count in the search's space (search.micro_batches)"
+                    : "none of its stages' micro-batch counts and schedules is valid here",
+                0,
+                0,
+                true};
+    const search::SideBySideResult* result = nullptr;
+    if (fastest) {
+      const search::Candidate& stages = *pending[*fastest].candidate;
+      row.method = fmt::format("pipeline (M = {}, {}, measured)", stages.micro_batches,
+                               graph::ToString(stages.schedule));
+      row.candidate = pending[*fastest].candidate;
+      result = &judged[*slot[*fastest]];
+    }
+    report.rows.push_back(RowOf(row, result, *setup));
   } else {
     PipelineRow pipeline = PipelineRowFor(*setup, config.output.directory);
     for (const std::string& line : pipeline.log) std::cout << line << '\n';

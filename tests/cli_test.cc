@@ -373,4 +373,24 @@ TEST(CliTest, CompareShowsThePipelinesOfTheLearnedAndPipelineRows) {
   EXPECT_THAT(picture, HasSubstr(R"(font-size="9">1</text>)"));
 }
 
+// Under a measured judge the pipeline baseline has its row too: its contiguous stages at the
+// search's micro-batch count and schedule that measured fastest side by side, with each device's
+// peak memory (only pipelines fit these devices, and of them only 1F1B with 8 micro-batches).
+TEST(CliTest, AMeasuredCompareHasThePipelineRow) {
+  const auto dir = SuiteDir() / "measured_compare_pipelines";
+  const std::string config =
+      WriteTemp("measured_compare_pipelines.yaml",
+                std::string(kPipelineOnlyDevices) +
+                    "search:\n  evaluator: measured\n  policy_steps: 3\n  samples_per_step: 8\n"
+                    "  refinement_rounds: 20\n  verify_candidates: 2\n  replicas: [1]\n"
+                    "  micro_batches: [1, 4, 8]\noutput:\n  directory: " +
+                    dir.string() + "\n");
+  Result r = RunPlacer("compare --config " + config);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, ::testing::ContainsRegex("\npipeline \\(M = 8, 1f1b, measured\\) +[0-9.]+ "
+                                                 "ms [^\n]* [0-9.]+ / [0-9.]+ MiB\n"));
+  EXPECT_THAT(r.output, ::testing::ContainsRegex("\npipeline \\(M = 8, 1f1b, measured\\): 1 "
+                                                 "replica[^\n]*, 8 micro-batches, 1f1b: "));
+}
+
 }  // namespace
