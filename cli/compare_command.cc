@@ -177,11 +177,9 @@ int RunCompareCommand(const Commands& c) {
     report.rows.push_back(RowOf(pending[i], slot[i] ? &judged[*slot[i]] : nullptr, *setup));
   }
   std::optional<search::PlacementPicture> pipeline_picture;
-  // The pipeline baseline tries micro-batch counts up to 32 on micro-batched graphs of its own,
-  // simulated, so that only a simulated comparison has its row (a measured comparison measures its
-  // stages at the search's micro-batch counts among the learned row's candidates).
-  // Under a measured judge its row is its stages at the search's micro-batch count and schedule
-  // that measured fastest side by side above.
+  // The pipeline baseline's row. Simulated, it tries micro-batch counts up to 32 on micro-batched
+  // graphs of its own; measured, it is its stages at the search's micro-batch count and schedule
+  // that measured fastest side by side above (measuring 1 to 32 afresh would cost minutes).
   if (setup->measured) {
     std::optional<size_t> fastest;
     for (size_t i = first_answer; i < pending.size(); ++i) {
