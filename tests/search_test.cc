@@ -13,6 +13,7 @@
 #include <fstream>
 #include <limits>
 #include <random>
+#include <stdexcept>
 
 #include "graph/grouping.h"
 #include "graph/micro_batches.h"
@@ -252,20 +253,24 @@ TEST(CandidateEvaluatorTest, PipelinedCandidatesGiveTheSingleDeviceParametersAft
 // Under a memory cap that the one-replica step exceeds on any placement (GPipe too: it stashes
 // every micro-batch before its backward), only 1F1B with several stages fits: the search finds
 // such a pipeline from a single-device warm start, which is invalid.
-TEST(SearchTest, UnderAMemoryCapOnlyOneFOneBFitsAndTheSearchFindsIt) {
+// LeNet (batch 32) on two CPU workers, each capped at 40% of the plain step's peak on one device
+// (roofline costs): one replica, micro-batch counts 1, 2, 4, 8. GPipe stashes every micro-batch
+// before its backward, so only 1F1B with several stages fits.
+SimulatedProblem MemoryCappedPipelines(const sim::RooflineCostModel& costs) {
   const int64_t batch = 32;
-  sim::RooflineCostModel costs;
   graph::Graph plain = LeNetForward(batch, batch);
   graph::AppendBackwardAndUpdate(plain, 0.2);
-  // The plain step's peak on one device, and a cap 40% of it on each of two devices.
   const sim::SimulationResult alone = sim::Simulator(plain, CpuWorkers(1), costs)
                                           .Simulate(graph::Placement::AllOn(plain, {"cpu:0"}, 0));
-  ASSERT_TRUE(alone.valid);
+  if (!alone.valid) throw std::runtime_error("the plain step is invalid: " + alone.invalid_reason);
   const auto cap = static_cast<int64_t>(0.4 * static_cast<double>(alone.peak_memory_bytes[0]));
-  const runtime::DeviceSet devices = CpuWorkers(2, cap);
-  SimulatedProblem problem =
-      MakeSimulatedProblem(LeNetForward, batch, 0.2, {graph::GroupingMethod::kOpPerGroup, 256},
-                           devices, costs, {1}, {1, 2, 4, 8});
+  return MakeSimulatedProblem(LeNetForward, batch, 0.2, {graph::GroupingMethod::kOpPerGroup, 256},
+                              CpuWorkers(2, cap), costs, {1}, {1, 2, 4, 8});
+}
+
+TEST(SearchTest, UnderAMemoryCapOnlyOneFOneBFitsAndTheSearchFindsIt) {
+  sim::RooflineCostModel costs;
+  SimulatedProblem problem = MemoryCappedPipelines(costs);
   const Candidate single{1, std::vector<int>(static_cast<size_t>(problem.num_groups()), 0)};
   ASSERT_FALSE(problem.evaluator->Evaluate(std::span(&single, 1)).front().valid);
   SearchOptions o = SmallSearch(3);
@@ -285,17 +290,8 @@ TEST(SearchTest, UnderAMemoryCapOnlyOneFOneBFitsAndTheSearchFindsIt) {
 // where only a multi-stage 1F1B pipeline fits, it finds one; drawing replica counts alone, it
 // could not.
 TEST(SearchTest, RandomSearchDrawsPipelines) {
-  const int64_t batch = 32;
   sim::RooflineCostModel costs;
-  graph::Graph plain = LeNetForward(batch, batch);
-  graph::AppendBackwardAndUpdate(plain, 0.2);
-  const sim::SimulationResult alone = sim::Simulator(plain, CpuWorkers(1), costs)
-                                          .Simulate(graph::Placement::AllOn(plain, {"cpu:0"}, 0));
-  ASSERT_TRUE(alone.valid);
-  const auto cap = static_cast<int64_t>(0.4 * static_cast<double>(alone.peak_memory_bytes[0]));
-  SimulatedProblem problem =
-      MakeSimulatedProblem(LeNetForward, batch, 0.2, {graph::GroupingMethod::kOpPerGroup, 256},
-                           CpuWorkers(2, cap), costs, {1}, {1, 2, 4, 8});
+  SimulatedProblem problem = MemoryCappedPipelines(costs);
   const SearchOutcome random = RandomSearch(*problem.evaluator, 400, 5);
   ASSERT_TRUE(random.found_valid);
   EXPECT_GT(random.best.candidate.micro_batches, 1) << FormatCandidate(random.best.candidate);
