@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "bench/fidelity_models.h"
 #include "graph/data_parallel.h"
-#include "graph/models.h"
 #include "runtime/measured_evaluator.h"
 #include "runtime/profiler.h"
 #include "runtime/sim/simulated_evaluator.h"
@@ -39,25 +39,9 @@ int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::stoi(argv[1]) : 4;
   const runtime::DeviceSet devices = {CpuWorker(0), CpuWorker(1)};
   const std::vector<std::string> names = runtime::DeviceNames(devices);
-  const graph::ParallelMlpOptions mlp{.batch_size = 256,
-                                      .in_features = 256,
-                                      .width = 512,
-                                      .depth = 3,
-                                      .branches = 2,
-                                      .classes = 10};
   const std::vector<std::pair<std::string, graph::ForwardBuilder>> models = {
-      {"LeNet, batch 256",
-       [](int64_t batch, int64_t normalizer) {
-         return graph::BuildLeNet(
-             {.batch_size = batch, .loss_normalizer = normalizer, .training_step = false});
-       }},
-      {"parallel MLP 2 x 3 x 512, batch 256", [mlp](int64_t batch, int64_t normalizer) {
-         graph::ParallelMlpOptions shard = mlp;
-         shard.batch_size = batch;
-         shard.loss_normalizer = normalizer;
-         shard.training_step = false;
-         return graph::BuildParallelMlp(shard);
-       }}};
+      {"LeNet, batch 256", bench::LeNetShard},
+      {"parallel MLP 2 x 3 x 512, batch 256", bench::FidelityMlpShard}};
   for (const auto& [name, forward] : models) {
     const graph::DataParallelGraph dp = graph::BuildDataParallel(
         forward, 256, names, std::vector<double>(devices.size(), 1.0), /*learning_rate=*/0.1);

@@ -31,6 +31,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "bench/fidelity_models.h"
 #include "bench/timing.h"
 #include "graph/data_parallel.h"
 #include "graph/models.h"
@@ -379,19 +380,9 @@ int main(int argc, char** argv) {
   const std::vector<std::pair<std::string, graph::Placement>> lenet_experts = {
       {"expert (configs/experts/lenet.yaml)",
        graph::ReadPlacementYaml(PLACER_SOURCE_DIR "/configs/experts/lenet.yaml", lenet, names)}};
-  Run(
-      "LeNet, batch 256", lenet, graph::LeNetOptions{}.batch_size,
-      [](int64_t batch, int64_t normalizer) {
-        return graph::BuildLeNet(
-            {.batch_size = batch, .loss_normalizer = normalizer, .training_step = false});
-      },
+  Run("LeNet, batch 256", lenet, graph::LeNetOptions{}.batch_size, bench::LeNetShard,
       graph::LeNetOptions{}.learning_rate, lenet_experts, devices, placements, rounds, detail);
-  const graph::ParallelMlpOptions mlp{.batch_size = 256,
-                                      .in_features = 256,
-                                      .width = 512,
-                                      .depth = 3,
-                                      .branches = 2,
-                                      .classes = 10};
+  const graph::ParallelMlpOptions& mlp = bench::kFidelityMlp;
   const graph::Graph mlp_graph = graph::BuildParallelMlp(mlp);
   // Its expert: one tower per device, the merge and the classifier on the first.
   graph::Placement towers = graph::Placement::AllOn(mlp_graph, names, 0);
@@ -402,15 +393,7 @@ int main(int argc, char** argv) {
           (op[5] - '0') % static_cast<int>(devices.size());
     }
   }
-  Run(
-      "parallel MLP 2 x 3 x 512, batch 256", mlp_graph, mlp.batch_size,
-      [mlp](int64_t batch, int64_t normalizer) {
-        graph::ParallelMlpOptions shard = mlp;
-        shard.batch_size = batch;
-        shard.loss_normalizer = normalizer;
-        shard.training_step = false;
-        return graph::BuildParallelMlp(shard);
-      },
+  Run("parallel MLP 2 x 3 x 512, batch 256", mlp_graph, mlp.batch_size, bench::FidelityMlpShard,
       mlp.learning_rate, {{"expert (one tower per device)", towers}}, devices, placements, rounds,
       detail);
   if (detail != nullptr) std::fclose(detail);
