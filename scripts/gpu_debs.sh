@@ -36,6 +36,8 @@ PACKAGES=(
   libmetis-dev libmetis5
   libscotch-dev libscotch-7.0
   libglpk-dev libglpk40 libamd2 libcolamd2 libsuitesparseconfig5 libltdl7
+  # OpenSSL's libcrypto (the cluster messages' HMAC) and its headers
+  libssl-dev libssl3
   # onnx.proto, compiled into the ONNX loader
   libonnx-dev
 )
