@@ -3,8 +3,11 @@
 // starts fresh workers, lets each build its model and measure once untimed, then times a batch.
 //
 //   build/bench/cluster_bench [--config FILE] [--workers 1,2] [--tasks 16] [--repeats 5]
+//                             [--kind measured|simulated]
 //
-// The config's devices are each worker's; with 2 cores, one cpu device per worker.
+// The config's devices are each worker's; with 2 cores, one cpu device per worker. Every message
+// is sealed (proto/message_auth.h), as in a search; bench/cluster_ab.py runs this bench of two
+// builds side by side (with and without the seals, say).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <signal.h>
@@ -34,7 +37,7 @@ using placer::bench::Clock;
 using placer::bench::Median;
 using placer::bench::SecondsSince;
 
-pid_t StartWorker(int port, int world_size, int rank) {
+pid_t StartWorker(int port, int world_size, int rank, const fs::path& key_file) {
   std::fflush(nullptr);  // or the child would print what this process has buffered
   const pid_t pid = fork();
   if (pid == 0) {
@@ -44,6 +47,7 @@ pid_t StartWorker(int port, int world_size, int rank) {
     setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
     setenv("WORLD_SIZE", std::to_string(world_size).c_str(), 1);
     setenv("RANK", std::to_string(rank).c_str(), 1);
+    setenv("PLACER_CLUSTER_KEY_FILE", key_file.c_str(), 1);
     std::string binary = PLACER_BINARY;
     std::string worker = "worker";
     char* argv[] = {binary.data(), worker.data(), nullptr};
@@ -54,34 +58,40 @@ pid_t StartWorker(int port, int world_size, int rank) {
 }
 
 // Evaluations per second of `tasks` measured placements on `workers` fresh workers.
-double Trial(const placer::config::Config& config, const std::string& text, int workers,
-             int tasks) {
+double Trial(const placer::config::Config& config, const std::string& text, int workers, int tasks,
+             const std::string& kind) {
   const placer::runtime::DeviceSet devices = placer::runtime::ResolveDevices(config);
   const placer::graph::Graph graph = placer::cli::BuildSingleModel(config);
   const placer::graph::Placement placement =
       placer::graph::Placement::AllOn(graph, placer::runtime::DeviceNames(devices), 0);
   double rate = 0;
   std::vector<pid_t> pids;
+  const fs::path key_file =
+      fs::temp_directory_path() / fmt::format("cluster_bench.{}.key", getpid());
+  const placer::proto::ClusterKey key = placer::proto::ClusterKey::Generate();
+  key.WriteFile(key_file);
   {
     placer::cluster::WorkerPool pool({.port = 0,
+                                      .key = key,
                                       .workers = workers,
                                       .config_text = text,
                                       .config_path = fs::absolute(config.source).string()});
     for (int rank = 1; rank <= workers; ++rank) {
-      pids.push_back(StartWorker(pool.port(), workers + 1, rank));
+      pids.push_back(StartWorker(pool.port(), workers + 1, rank, key_file));
     }
     // Untimed: every worker builds its model and executor and measures once.
-    pool.Evaluate(std::vector<placer::cluster::PoolTask>(static_cast<size_t>(workers),
-                                                         {"measured", 1, placement}));
+    pool.Evaluate(
+        std::vector<placer::cluster::PoolTask>(static_cast<size_t>(workers), {kind, 1, placement}));
     const auto start = Clock::now();
-    const auto results = pool.Evaluate(std::vector<placer::cluster::PoolTask>(
-        static_cast<size_t>(tasks), {"measured", 1, placement}));
+    const auto results = pool.Evaluate(
+        std::vector<placer::cluster::PoolTask>(static_cast<size_t>(tasks), {kind, 1, placement}));
     rate = tasks / SecondsSince(start);
     for (const auto& r : results) {
       if (!r.valid) throw std::runtime_error("invalid evaluation: " + r.invalid_reason);
     }
   }
   for (pid_t pid : pids) waitpid(pid, nullptr, 0);
+  fs::remove(key_file);
   return rate;
 }
 
@@ -97,6 +107,7 @@ int main(int argc, char** argv) {
   fs::path config_file = fs::path(PLACER_SOURCE_DIR) / "bench" / "cluster_bench.yaml";
   std::vector<int> counts = {1, 2};
   int tasks = 16, repeats = 5;
+  std::string kind = "measured";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--config") {
@@ -109,6 +120,8 @@ int main(int argc, char** argv) {
       tasks = std::stoi(value);
     } else if (flag == "--repeats") {
       repeats = std::stoi(value);
+    } else if (flag == "--kind") {
+      kind = value;
     } else {
       std::cerr << "unknown flag " << flag << '\n';
       return 2;
@@ -118,9 +131,9 @@ int main(int argc, char** argv) {
   std::ifstream in(config_file);
   const std::string text{std::istreambuf_iterator<char>(in), {}};
   std::cout << fmt::format(
-      "cluster_bench: {} measured evaluations of {} (every op on {}) per trial, workers {}, {} "
+      "cluster_bench: {} {} evaluations of {} (every op on {}) per trial, workers {}, {} "
       "repeats interleaved; load before {:.2f}\n",
-      tasks, config.model.name(), config.devices.devices.front().name, fmt::join(counts, "/"),
+      tasks, kind, config.model.name(), config.devices.devices.front().name, fmt::join(counts, "/"),
       repeats, LoadAverage());
   std::map<int, std::vector<double>> rates;
   for (int r = 0; r < repeats; ++r) {
@@ -128,7 +141,7 @@ int main(int argc, char** argv) {
     std::vector<int> order = counts;
     if (r % 2 == 1) std::reverse(order.begin(), order.end());
     for (int workers : order) {
-      const double rate = Trial(config, text, workers, tasks);
+      const double rate = Trial(config, text, workers, tasks, kind);
       rates[workers].push_back(rate);
       std::cout << fmt::format("repeat {} workers {}: {:.2f} evaluations/s (load {:.2f})\n", r + 1,
                                workers, rate, LoadAverage())

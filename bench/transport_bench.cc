@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
     // Start both ranks, torchrun-style, on a port the store's host picks now.
     int port = 0;
     {
-      auto probe = cluster::HostStore(0, std::chrono::seconds(10));
+      auto probe = cluster::HostStore("127.0.0.1", 0, std::chrono::seconds(10));
       port = probe->getPort();
     }
     std::vector<pid_t> children;

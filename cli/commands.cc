@@ -414,6 +414,10 @@ void RegisterCommands(CLI::App& app, Commands& c) {
   worker->add_option("--master-port", c.master_port, "its cluster.port (MASTER_PORT)");
   worker->add_option("--world-size", c.world_size, "cluster.workers + 1 (WORLD_SIZE)");
   worker->add_option("--rank", c.rank, "this worker's rank, 1 to world size - 1 (RANK)");
+  worker->add_option("--key-file", c.key_file,
+                     "the search's cluster key: its cluster.key_file, or the cluster.key in its "
+                     "output directory (else PLACER_CLUSTER_KEY_FILE, or PLACER_CLUSTER_KEY as "
+                     "64 hex digits)");
   worker
       ->add_option("--timeout", c.worker_timeout_seconds,
                    "seconds to wait for the search to come up")

@@ -39,6 +39,7 @@ struct Commands {
   // over the environment)
   std::string master_addr, master_port, world_size, rank;
   double worker_timeout_seconds = 300;
+  std::string key_file;  // worker: the search's cluster key (else PLACER_CLUSTER_KEY[_FILE])
 };
 
 void RegisterCommands(CLI::App& app, Commands& commands);

@@ -254,6 +254,9 @@ int RunCompareCommand(const Commands& c) {
   graph::WriteFileAtomically(config.output.directory / "report.md", search::ReportMarkdown(report));
   graph::WriteFileAtomically(config.output.directory / "report.html", search::ReportHtml(report));
   graph::WriteFileAtomically(config.output.directory / "report.json", search::ReportJson(report));
+  if (const std::string cluster = DescribeCluster(*setup); !cluster.empty()) {
+    std::cout << '\n' << cluster << '\n';
+  }
   std::cout << "\nwritten: " << (config.output.directory / "report.md").string() << ", "
             << (config.output.directory / "report.html").string() << ", "
             << (config.output.directory / "report.json").string() << '\n';

@@ -211,6 +211,9 @@ int RunSearchCommand(const Commands& c) {
       outcome.wall_seconds, setup->setup_seconds, setup->measured ? "profiles, " : "", rounds,
       rounds == 1 ? "" : "s", table);
   graph::WriteFileAtomically(config.output.directory / "summary.md", summary);
+  if (const std::string cluster = DescribeCluster(*setup); !cluster.empty()) {
+    std::cout << '\n' << cluster << '\n';
+  }
   std::cout << "\nwritten: " << (config.output.directory / "summary.md").string() << ", "
             << (config.output.directory / "best_placement.yaml").string() << '\n';
   return kExitOk;

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <ostream>
 #include <set>
@@ -16,6 +18,7 @@
 #include "graph/micro_batches.h"
 #include "placer/baselines/baselines.h"
 #include "placer/baselines/pipeline.h"
+#include "proto/message_auth.h"
 #include "runtime/cluster/worker_pool.h"
 #include "runtime/measured_evaluator.h"
 #include "runtime/profiler.h"
@@ -23,6 +26,32 @@
 
 namespace placer::cli {
 namespace {
+
+// The key the pool seals its messages under: cluster.key_file (created when missing), else
+// PLACER_CLUSTER_KEY, else a new key for this run in the output directory; `source` says which,
+// for the workers.
+proto::ClusterKey ClusterKeyFor(const config::Config& config, std::string* source) {
+  try {
+    std::filesystem::path file = config.cluster.key_file;
+    if (file.empty()) {
+      if (const char* hex = std::getenv("PLACER_CLUSTER_KEY"); hex != nullptr && *hex != '\0') {
+        *source = "PLACER_CLUSTER_KEY";
+        return proto::ClusterKey::FromHex(hex, *source);
+      }
+      file = config.output.directory / "cluster.key";
+      std::filesystem::create_directories(file.parent_path());
+      proto::ClusterKey::Generate().WriteFile(file);
+    } else if (!std::filesystem::exists(file)) {
+      proto::ClusterKey::Generate().WriteFile(file);
+    }
+    *source = file.string();
+    return proto::ClusterKey::ReadFile(file);
+  } catch (const proto::KeyError& error) {
+    throw InputError(error.what());
+  } catch (const std::filesystem::filesystem_error& error) {
+    throw InputError(fmt::format("cluster key: {}", error.what()));
+  }
+}
 
 // The pool of a config's cluster: section, hosting the rendezvous; its workers join meanwhile.
 std::shared_ptr<cluster::WorkerPool> StartPool(const config::Config& config, std::ostream& log) {
@@ -34,19 +63,25 @@ std::shared_ptr<cluster::WorkerPool> StartPool(const config::Config& config, std
                                  config.source.string()));
   }
   const config::ClusterConfig& c = config.cluster;
+  std::string key_source;
+  proto::ClusterKey key = ClusterKeyFor(config, &key_source);
   auto pool = std::make_shared<cluster::WorkerPool>(
       cluster::PoolOptions{.port = c.port,
                            .address = c.address,
+                           .listen_address = c.listen_address,
+                           .key = key,
                            .workers = c.workers,
                            .join_timeout_seconds = c.join_timeout_seconds,
                            .heartbeat_timeout_seconds = c.heartbeat_timeout_seconds,
                            .config_text = text.str(),
                            .config_path = std::filesystem::absolute(config.source).string()});
+  const bool from_file = key_source != "PLACER_CLUSTER_KEY";
   log << fmt::format(
              "cluster: waiting for {} worker{} (placer worker with MASTER_ADDR={} "
-             "MASTER_PORT={} WORLD_SIZE={} RANK=1..{})\n",
+             "MASTER_PORT={} WORLD_SIZE={} RANK=1..{} and {}{}); messages are sealed under that "
+             "key, not encrypted\n",
              c.workers, c.workers == 1 ? "" : "s", c.address, pool->port(), c.workers + 1,
-             c.workers)
+             c.workers, from_file ? "--key-file " : "", key_source)
       << std::flush;
   return pool;
 }
@@ -230,6 +265,18 @@ std::string GroupingName(const config::Config& config) {
   return config.search.grouping == graph::GroupingMethod::kCoarsen
              ? fmt::format("coarsen, max_groups {}", config.search.max_groups)
              : graph::ToString(config.search.grouping);
+}
+
+std::string DescribeCluster(const SearchSetup& setup) {
+  if (!setup.pool) return "";
+  const cluster::WorkerPool& pool = *setup.pool;
+  std::string text = fmt::format(
+      "cluster: {} of {} worker{} still there, {} placement{} reassigned; messages dropped: {}",
+      pool.live_workers(), pool.workers(), pool.workers() == 1 ? "" : "s", pool.reassigned(),
+      pool.reassigned() == 1 ? "" : "s", pool.dropped_messages().ToString());
+  for (const std::string& why : pool.refused()) text += "\n  refused " + why;
+  for (const std::string& why : pool.dropped()) text += "\n  dropped " + why;
+  return text;
 }
 
 std::string DescribeSetup(const SearchSetup& s) {

@@ -74,6 +74,11 @@ struct SearchSetup {
 // (5,480/10,960 ops), 31 warm starts, set-up 2.1 s".
 std::string DescribeSetup(const SearchSetup& setup);
 
+// "cluster: 2 of 2 workers still there, 0 placements reassigned; messages dropped: 3 (2 bad MAC,
+// 1 replayed or not outstanding)", with a line per refused join and dropped worker; empty without
+// a cluster.
+std::string DescribeCluster(const SearchSetup& setup);
+
 // Builds everything, reporting what takes time on `log`. Throws ConfigError, GraphError or
 // InputError for bad input.
 std::unique_ptr<SearchSetup> BuildSearchSetup(const config::Config& config, std::ostream& log);

@@ -7,15 +7,20 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <tuple>
+#include <utility>
 
 #include "cli/model_factory.h"
 #include "graph/data_parallel.h"
 #include "graph/micro_batches.h"
 #include "placer/config/config.h"
+#include "proto/message_auth.h"
 #include "runtime/cluster/process_group.h"
+#include "runtime/cluster/store.h"
 #include "runtime/cluster/worker_loop.h"
 #include "runtime/device.h"
 #include "runtime/measured_evaluator.h"
@@ -127,6 +132,30 @@ int ToInt(const std::string& text, const char* variable) {
   throw InputError(fmt::format("placer worker: {} must be an integer, got '{}'", variable, text));
 }
 
+// The key, as --key-file, PLACER_CLUSTER_KEY_FILE or PLACER_CLUSTER_KEY give it (in that
+// order), and where it comes from. The file is read once the search answers: a search writes the
+// key it generates before it listens.
+std::pair<std::function<proto::ClusterKey()>, std::string> KeyOf(const Commands& c) {
+  std::string file = c.key_file;
+  if (const char* value = std::getenv("PLACER_CLUSTER_KEY_FILE"); file.empty() && value)
+    file = value;
+  if (!file.empty()) {
+    return {[file] { return proto::ClusterKey::ReadFile(file); }, file};
+  }
+  if (const char* hex = std::getenv("PLACER_CLUSTER_KEY"); hex != nullptr && *hex != '\0') {
+    try {
+      const proto::ClusterKey key = proto::ClusterKey::FromHex(hex, "PLACER_CLUSTER_KEY");
+      return {[key] { return key; }, "PLACER_CLUSTER_KEY"};
+    } catch (const proto::KeyError& error) {
+      throw InputError(fmt::format("placer worker: {}", error.what()));
+    }
+  }
+  throw InputError(
+      "placer worker: no cluster key: pass --key-file with the search's key (its "
+      "cluster.key_file, or the cluster.key it writes into its output directory), or set "
+      "PLACER_CLUSTER_KEY_FILE or PLACER_CLUSTER_KEY");
+}
+
 }  // namespace
 
 int RunWorkerCommand(const Commands& c) {
@@ -136,17 +165,26 @@ int RunWorkerCommand(const Commands& c) {
   endpoint.world_size = ToInt(Setting(c.world_size, "WORLD_SIZE", "--world-size"), "WORLD_SIZE");
   endpoint.rank = ToInt(Setting(c.rank, "RANK", "--rank"), "RANK");
   endpoint.connect_timeout_seconds = c.worker_timeout_seconds;
+  std::tie(endpoint.key, endpoint.key_source) = KeyOf(c);
   // One intra-op thread: on a machine shared by several workers, OpenMP's spinning threads would
   // take the cores from the others (the MeasuredEvaluator sets each CPU device's own threads).
   at::set_num_threads(1);
-  cluster::ServeWorker(
-      endpoint,
-      [](const std::string& text, const std::string& path) {
-        auto evaluators = std::make_shared<WorkerEvaluators>(config::ConfigFromText(text, path));
-        return
-            [evaluators](const proto::EvaluationTask& task) { return evaluators->Evaluate(task); };
-      },
-      std::cout);
+  try {
+    cluster::ServeWorker(
+        endpoint,
+        [](const std::string& text, const std::string& path) {
+          auto evaluators = std::make_shared<WorkerEvaluators>(config::ConfigFromText(text, path));
+          return [evaluators](const proto::EvaluationTask& task) {
+            return evaluators->Evaluate(task);
+          };
+        },
+        std::cout);
+  } catch (const proto::KeyError& error) {
+    throw InputError(fmt::format("placer worker: {}", error.what()));
+  } catch (const cluster::KeyMismatch& error) {
+    throw InputError(
+        fmt::format("placer worker: rank {} refused: {}", endpoint.rank, error.what()));
+  }
   return kExitOk;
 }
 

@@ -17,12 +17,15 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli/model_factory.h"
 #include "graph/data_parallel.h"
 #include "graph/micro_batches.h"
 #include "placer/config/config.h"
+#include "proto/evaluation_wire.h"
+#include "proto/message_auth.h"
 #include "runtime/cluster/store.h"
 #include "runtime/cluster/worker_pool.h"
 #include "runtime/device.h"
@@ -58,12 +61,15 @@ fs::path WorkerLog(const fs::path& dir, int rank) {
   return log;
 }
 
-pid_t StartWorker(int port, int world_size, int rank, const fs::path& log) {
+// A worker holding the key in `key_file` (read once the search's store answers).
+pid_t StartWorker(int port, int world_size, int rank, const fs::path& log,
+                  const fs::path& key_file) {
   return Start({"worker"}, log,
                {{"MASTER_ADDR", "127.0.0.1"},
                 {"MASTER_PORT", std::to_string(port)},
                 {"WORLD_SIZE", std::to_string(world_size)},
-                {"RANK", std::to_string(rank)}});
+                {"RANK", std::to_string(rank)},
+                {"PLACER_CLUSTER_KEY_FILE", key_file.string()}});
 }
 
 // Workers still running at the end of a test (a failed assertion) are killed and reaped.
@@ -98,6 +104,8 @@ constexpr const char* kConfig =
 struct Fixture {
   TempDir dir{"placer_cluster_test"};
   fs::path config_file = dir.path() / "config.yaml";
+  proto::ClusterKey key = proto::ClusterKey::Generate();
+  fs::path key_file = dir.path() / "pool.key";  // `key`, for the workers of a WorkerPool
   config::Config config;
   runtime::DeviceSet devices;
   std::vector<std::string> names;
@@ -106,6 +114,7 @@ struct Fixture {
 
   explicit Fixture(const std::string& extra = "") {
     std::ofstream(config_file) << kConfig << extra;
+    key.WriteFile(key_file);
     config = config::LoadConfig(config_file);
     devices = runtime::ResolveDevices(config);
     names = runtime::DeviceNames(devices);
@@ -119,6 +128,7 @@ struct Fixture {
 
   cluster::PoolOptions Options(int workers) const {
     return {.port = 0,
+            .key = key,
             .workers = workers,
             .join_timeout_seconds = 60,
             .heartbeat_timeout_seconds = 2,
@@ -175,7 +185,7 @@ TEST(ClusterTest, PoolVerdictsEqualLocalOnes) {
   auto pool = std::make_shared<cluster::WorkerPool>(f.Options(2));
   Workers workers;
   for (int rank = 1; rank <= 2; ++rank) {
-    workers.Add(StartWorker(pool->port(), 3, rank, WorkerLog(f.dir.path(), rank)));
+    workers.Add(StartWorker(pool->port(), 3, rank, WorkerLog(f.dir.path(), rank), f.key_file));
   }
   // Simulated: the same numbers to the last bit.
   const std::vector<cluster::PoolTask> simulated = f.Tasks("simulated");
@@ -235,7 +245,8 @@ TEST(ClusterTest, AWorkerKilledWhileEvaluatingLosesNothing) {
   auto pool = std::make_shared<cluster::WorkerPool>(options);
   Workers workers;
   for (int rank = 1; rank <= 2; ++rank) {
-    pid_of_rank[rank] = StartWorker(pool->port(), 3, rank, WorkerLog(f.dir.path(), rank));
+    pid_of_rank[rank] =
+        StartWorker(pool->port(), 3, rank, WorkerLog(f.dir.path(), rank), f.key_file);
     workers.Add(pid_of_rank[rank]);
   }
   std::vector<cluster::PoolTask> tasks = f.Tasks("measured");
@@ -266,7 +277,7 @@ TEST(ClusterTest, EveryWorkerGoneIsAnErrorNotInvalidPlacements) {
     if (handed == 2) kill(worker, SIGKILL);
   };
   cluster::WorkerPool pool(options);
-  worker = StartWorker(pool.port(), 2, 1, WorkerLog(f.dir.path(), 1));
+  worker = StartWorker(pool.port(), 2, 1, WorkerLog(f.dir.path(), 1), f.key_file);
   Workers workers;
   workers.Add(worker);
   try {
@@ -284,7 +295,8 @@ TEST(ClusterTest, AMissingWorkerIsNamedWithinTheJoinTimeout) {
   options.join_timeout_seconds = 2;
   cluster::WorkerPool pool(options);
   Workers workers;
-  workers.Add(StartWorker(pool.port(), 3, 1, WorkerLog(f.dir.path(), 1)));  // rank 2 never comes
+  workers.Add(StartWorker(pool.port(), 3, 1, WorkerLog(f.dir.path(), 1),
+                          f.key_file));  // rank 2 never comes
   const auto start = std::chrono::steady_clock::now();
   try {
     pool.WaitForWorkers();
@@ -318,12 +330,15 @@ TEST(ClusterTest, SearchThroughWorkersEndsWhereTheLocalSearchEnds) {
       Start({"search", "--config", pooled.config_file.string()}, pooled.dir.path() / "search.log");
   Workers workers;
   for (int rank = 1; rank <= 2; ++rank) {
-    workers.Add(StartWorker(port, 3, rank, WorkerLog(pooled.dir.path(), rank)));
+    // The key the search generates for this run, in its output directory.
+    workers.Add(StartWorker(port, 3, rank, WorkerLog(pooled.dir.path(), rank),
+                            pooled.dir.path() / "run" / "cluster.key"));
   }
   ASSERT_EQ(Wait(coordinator), 0) << ReadFile(pooled.dir.path() / "search.log");
   EXPECT_EQ(workers.WaitAll(), 0);
   const std::string log = ReadFile(pooled.dir.path() / "search.log");
   EXPECT_THAT(log, HasSubstr("cluster: 2 workers joined"));
+  EXPECT_THAT(log, HasSubstr("messages dropped: 0"));
   for (int rank = 1; rank <= 2; ++rank) {
     // Both judged some of the search's placements.
     EXPECT_THAT(ReadFile(WorkerLog(pooled.dir.path(), rank)),
@@ -337,6 +352,137 @@ TEST(ClusterTest, SearchThroughWorkersEndsWhereTheLocalSearchEnds) {
   // reward, origin and candidate).
   EXPECT_THAT(csv,
               ::testing::ContainsRegex(",1,-?[0-9.]+,[01],\"[^\"]*\",\"1/[248]/(gpipe|1f1b):"));
+}
+
+std::string HostName() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+// A worker given another key is refused at its join: it says so and leaves with exit code 2; the
+// search names its rank and host, frees the rank, and a worker with the right key then takes it.
+TEST(ClusterTest, AWorkerWithAnotherKeyIsRefusedAndNamed) {
+  Fixture f;
+  const fs::path other_key = f.dir.path() / "other.key";
+  proto::ClusterKey::Generate().WriteFile(other_key);
+  cluster::WorkerPool pool(f.Options(1));
+  const fs::path refused_log = WorkerLog(f.dir.path(), 1);
+  EXPECT_EQ(Wait(StartWorker(pool.port(), 2, 1, refused_log, other_key)), 2);
+  EXPECT_THAT(ReadFile(refused_log), HasSubstr("rank 1 refused"));
+  EXPECT_THAT(ReadFile(refused_log),
+              HasSubstr("does not share this worker's key (" + other_key.string() + ")"));
+  std::thread wait([&pool] { pool.WaitForWorkers(); });
+  // The pool reads the refused join and frees rank 1 (as a test client of the store sees).
+  auto observer = cluster::JoinStore("127.0.0.1", pool.port(), std::chrono::seconds(10));
+  for (int tries = 0; observer->check({cluster::keys::Claim(1)}) && tries < 500; ++tries) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  Workers workers;
+  workers.Add(StartWorker(pool.port(), 2, 1, WorkerLog(f.dir.path(), 2), f.key_file));
+  wait.join();
+  ASSERT_EQ(pool.refused().size(), 1u);
+  EXPECT_THAT(pool.refused().front(), HasSubstr("rank 1 (host " + HostName() + ")"));
+  EXPECT_THAT(pool.refused().front(), HasSubstr("not sealed under this search's key"));
+  EXPECT_EQ(pool.dropped_messages().ToString(), "1 (1 bad MAC)");
+  const runtime::EvaluationResult judged = pool.Evaluate({f.Tasks("simulated").front()}).front();
+  EXPECT_TRUE(judged.valid) << judged.invalid_reason;
+}
+
+// A worker judges what the search sealed for it once: a task pushed again (a replay), one sealed
+// for another worker's inbox and one sealed by another rank than the search are dropped and
+// counted, and its one verdict is sealed by it. The search here is the test itself, on the store.
+TEST(ClusterTest, AWorkerJudgesATaskOnceAndDropsReplaysAndTasksNotSealedForIt) {
+  Fixture f;
+  auto store = cluster::HostStore("127.0.0.1", 0, std::chrono::seconds(60));
+  const proto::MessageSealer sealer(f.key, "session of this test");
+  namespace keys = cluster::keys;
+  auto publish = [&](const char* key, const std::string& value) {
+    store->set(key, sealer.Seal(key, 0, cluster::ToBytes(value)));
+  };
+  store->set(keys::kSession, cluster::ToBytes("session of this test"));
+  publish(keys::kConfigText, ReadFile(f.config_file));
+  publish(keys::kConfigPath, f.config_file.string());
+  publish(keys::kWorldSize, "2");
+  const fs::path log = WorkerLog(f.dir.path(), 1);
+  Workers workers;
+  workers.Add(StartWorker(store->getPort(), 2, 1, log, f.key_file));
+  store->wait({keys::Joined(1)});
+  const cluster::PoolTask task = f.Tasks("simulated").front();
+  auto sealed = [&](int64_t id, const std::string& inbox, int sender, bool stop = false) {
+    const proto::EvaluationTask t{id, stop, task.kind, task.replicas, task.placement};
+    return sealer.Seal(inbox, sender, proto::EncodeTask(t));
+  };
+  store->queuePush(keys::Inbox(1), sealed(5, keys::Inbox(1), 0));
+  store->queuePush(keys::Inbox(1), sealed(5, keys::Inbox(1), 0));  // again: a replay
+  store->queuePush(keys::Inbox(1), sealed(6, keys::Inbox(2), 0));  // for rank 2's inbox
+  store->queuePush(keys::Inbox(1), sealed(7, keys::Inbox(1), 2));  // sealed by rank 2
+  store->queuePush(keys::Inbox(1), sealed(8, keys::Inbox(1), 0, /*stop=*/true));
+  EXPECT_EQ(workers.WaitAll(), 0) << ReadFile(log);
+  EXPECT_THAT(ReadFile(log),
+              HasSubstr("leaves after 1 placement; messages dropped: 3 (1 bad MAC, 1 wrong rank, "
+                        "1 replayed or not outstanding)"));
+  ASSERT_EQ(store->queueLen(keys::kResults), 1);
+  const proto::Opened verdict = sealer.Open(keys::kResults, store->queuePop(keys::kResults, false));
+  ASSERT_TRUE(verdict.ok()) << proto::ToString(verdict.rejection);
+  EXPECT_EQ(verdict.sender, 1);
+  const proto::TaggedResult result = proto::DecodeResult(verdict.payload);
+  EXPECT_EQ(result.id, 5);
+  EXPECT_TRUE(result.result.valid) << result.result.invalid_reason;
+}
+
+// A process that reaches the store without the key, and one that holds it as a compromised rank
+// 2 would, push forged, garbage, replayed, moved and wrong-rank messages into the queues while a
+// search runs on two workers (tests/rogue_client.cc): the search ends exactly where it ends
+// without them, and the search and the workers say what they dropped.
+TEST(ClusterTest, RogueMessagesOnTheStoreChangeNothingAndAreCounted) {
+  const int port = FreePort();
+  const std::string search =
+      "search:\n  evaluator: simulated\n  policy_steps: 4\n  samples_per_step: 8\n"
+      "  refinement_rounds: 3\n  max_wall_seconds: 3600\n  replicas: [1, 2]\n"
+      "output:\n  directory: run\n";
+  Fixture local(search);
+  Fixture pooled(search + "cluster:\n  workers: 2\n  port: " + std::to_string(port) +
+                 "\n  join_timeout_seconds: 60\n  key_file: shared.key\n");
+  const fs::path key_file = pooled.dir.path() / "shared.key";  // the search creates it
+  ASSERT_EQ(Wait(Start({"search", "--config", local.config_file.string()},
+                       local.dir.path() / "search.log")),
+            0)
+      << ReadFile(local.dir.path() / "search.log");
+  const pid_t coordinator =
+      Start({"search", "--config", pooled.config_file.string()}, pooled.dir.path() / "search.log");
+  Workers rogues;
+  const fs::path rogue_log = pooled.dir.path() / "rogue.log";
+  rogues.Add(
+      placer_test::StartPlacer({"127.0.0.1", std::to_string(port), "--insider", key_file.string()},
+                               rogue_log, {.binary = ROGUE_CLIENT}));
+  // The rogue's garbage is in the inboxes before the workers come.
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  Workers workers;
+  for (int rank = 1; rank <= 2; ++rank) {
+    workers.Add(StartWorker(port, 3, rank, WorkerLog(pooled.dir.path(), rank), key_file));
+  }
+  ASSERT_EQ(Wait(coordinator), 0) << ReadFile(pooled.dir.path() / "search.log");
+  EXPECT_EQ(workers.WaitAll(), 0);
+  EXPECT_EQ(rogues.WaitAll(), 0) << ReadFile(rogue_log);
+  EXPECT_EQ(ReadFile(pooled.dir.path() / "run" / "best_placement.yaml"),
+            ReadFile(local.dir.path() / "run" / "best_placement.yaml"));
+  EXPECT_EQ(ReadFile(pooled.dir.path() / "run" / "search.csv"),
+            ReadFile(local.dir.path() / "run" / "search.csv"));
+  const std::string rogue = ReadFile(rogue_log);
+  EXPECT_THAT(rogue, ::testing::ContainsRegex("forged 400 garbage 60 replayed [1-9][0-9]* "
+                                              "moved [0-9]+ wrong-rank 400"));
+  // Every kind dropped: the rogue's own catches put its forged and garbage messages back twice
+  // too, so the counts are at least what it pushed, not exactly.
+  const std::string log = ReadFile(pooled.dir.path() / "search.log");
+  EXPECT_THAT(log, ::testing::ContainsRegex(
+                       "messages dropped: [0-9]+ \\([0-9]{2,} garbage, [0-9]{3,} bad MAC, "
+                       "[0-9]{3,} wrong rank, [1-9][0-9]* replayed or not outstanding\\)"));
+  for (int rank = 1; rank <= 2; ++rank) {
+    // Each inbox's garbage at least.
+    EXPECT_THAT(ReadFile(WorkerLog(pooled.dir.path(), rank)),
+                ::testing::ContainsRegex("messages dropped: [0-9]+ \\(.*[0-9]{2,} garbage"));
+  }
 }
 
 }  // namespace

@@ -158,6 +158,18 @@ TEST(ConfigTest, RelativeOutputDirectoryFollowsTheConfigFile) {
   EXPECT_EQ(LoadConfig(absolute.path()).output.directory, "/srv/runs");
 }
 
+TEST(ConfigTest, ClusterKeyFileFollowsTheConfigFileAndTheStoreItsAddress) {
+  const TempFile file("cluster.yaml",
+                      std::string(kMinimal) +
+                          "cluster:\n  workers: 2\n  address: host0\n  key_file: keys/c.key\n"
+                          "  listen_address: 0.0.0.0\n");
+  const Config config = LoadConfig(file.path());
+  EXPECT_EQ(config.cluster.key_file, file.path().parent_path() / "keys" / "c.key");
+  EXPECT_EQ(config.cluster.listen_address, "0.0.0.0");
+  EXPECT_EQ(config.cluster.address, "host0");
+  EXPECT_TRUE(LoadConfig(TempFile("plain.yaml", kMinimal).path()).cluster.key_file.empty());
+}
+
 TEST(ParseByteSizeTest, AcceptsCountsAndUnits) {
   EXPECT_EQ(ParseByteSize("0"), 0);
   EXPECT_EQ(ParseByteSize("1000000"), 1000000);

@@ -522,11 +522,15 @@ SimulationConfig ReadSimulation(const Value& value) {
 }
 
 ClusterConfig ReadCluster(const Value& value) {
-  Mapping mapping(
-      value, {"workers", "address", "port", "join_timeout_seconds", "heartbeat_timeout_seconds"});
+  Mapping mapping(value, {"workers", "address", "listen_address", "key_file", "port",
+                          "join_timeout_seconds", "heartbeat_timeout_seconds"});
   ClusterConfig cluster;
   ReadInteger(mapping, "workers", 0, &cluster.workers);
   if (const Value* address = mapping.Find("address")) cluster.address = ToString(*address);
+  if (const Value* listen = mapping.Find("listen_address")) {
+    cluster.listen_address = ToString(*listen);
+  }
+  if (const Value* key_file = mapping.Find("key_file")) cluster.key_file = ToString(*key_file);
   ReadInteger(mapping, "port", 0, &cluster.port);
   if (cluster.port > 65535) {
     mapping.Find("port")->Fail(fmt::format("{} is not a TCP port (0 to 65535)", cluster.port));
@@ -693,6 +697,9 @@ Config ConfigFromText(const std::string& yaml_text, const std::filesystem::path&
   }
   if (!config.model.onnx.empty() && config.model.onnx.is_relative()) {
     config.model.onnx = (file.parent_path() / config.model.onnx).lexically_normal();
+  }
+  if (!config.cluster.key_file.empty() && config.cluster.key_file.is_relative()) {
+    config.cluster.key_file = (file.parent_path() / config.cluster.key_file).lexically_normal();
   }
   if (!config.model.onnx.empty() && config.model.batch_size == 0)
     ResolveOnnxBatch(config, yaml_text);

@@ -156,9 +156,14 @@ struct SimulationConfig {
 // simulated, the simulated ones) to the workers, all at once.
 struct ClusterConfig {
   int workers = 0;  // cluster.workers: worker processes, ranks 1..workers; 0: none
-  // cluster.address: where the workers reach the search (messages; the store listens on every
-  // interface)
+  // cluster.address: where the workers reach the search (MASTER_ADDR); the store listens there
   std::string address = "127.0.0.1";
+  // cluster.listen_address: where the store listens instead ("0.0.0.0": every interface)
+  std::string listen_address;
+  // cluster.key_file: the key every message is sealed under, shared with the workers (created,
+  // mode 0600, when missing); empty: PLACER_CLUSTER_KEY, else a new key per run in the output
+  // directory's cluster.key. Relative to the config file's folder.
+  std::filesystem::path key_file;
   int port = 29500;  // cluster.port (torchrun's MASTER_PORT default); 0: any free
   double join_timeout_seconds =
       60;  // cluster.join_timeout_seconds: every worker has joined by then

@@ -105,7 +105,9 @@ ProcessGroups JoinProcessGroups(const Rendezvous& rendezvous, std::chrono::milli
                                 bool with_nccl) {
   c10::intrusive_ptr<c10d::Store> store;
   if (rendezvous.rank == 0) {
-    store = HostStore(rendezvous.master_port, timeout);
+    // Every interface, as torchrun's store listens: MASTER_ADDR is how the others name this
+    // host, which need not resolve here to the interface they reach.
+    store = HostStore("0.0.0.0", rendezvous.master_port, timeout);
   } else {
     store = JoinStore(rendezvous.master_addr, rendezvous.master_port, timeout);
   }

@@ -67,7 +67,24 @@ int ServeWorker(const WorkerEndpoint& e, const EvaluatorFactory& factory, std::o
   c10::intrusive_ptr<c10d::TCPStore> store = JoinStore(e.host, e.port, timeout);
   const std::string where = fmt::format("{}:{}", e.host, e.port);
   try {
-    const int world_size = std::stoi(ToString(store->get(keys::kWorldSize)));
+    const proto::MessageSealer sealer(e.key(), ToString(store->get(keys::kSession)));
+    // What the search published, verified: nothing unsealed is believed.
+    auto published = [&](const char* key) {
+      proto::Opened opened = sealer.Open(key, store->get(key));
+      if (opened.ok() && opened.sender == 0) return ToString(opened.payload);
+      // Announce this worker sealed under its own key, so that the search names it.
+      if (store->add(keys::Claim(e.rank), 1) == 1) {
+        store->set(keys::Joined(e.rank),
+                   sealer.Seal(keys::Joined(e.rank), e.rank, ToBytes(HostName())));
+      }
+      throw KeyMismatch(fmt::format(
+          "cluster: the search at {} does not share this worker's key ({}): what it published "
+          "({}) does not verify under it; give the worker the search's key (the search's "
+          "cluster.key_file, or the cluster.key it writes into its output directory, as "
+          "--key-file or PLACER_CLUSTER_KEY_FILE)",
+          where, e.key_source, key));
+    };
+    const int world_size = std::stoi(published(keys::kWorldSize));
     if (world_size != e.world_size) {
       throw ClusterError(fmt::format(
           "cluster: the search at {} has a world of {} (itself and {} workers), this worker was "
@@ -79,15 +96,18 @@ int ServeWorker(const WorkerEndpoint& e, const EvaluatorFactory& factory, std::o
           fmt::format("cluster: rank {} has joined the search at {} already", e.rank, where));
     }
     const TaskEvaluator evaluate =
-        factory(ToString(store->get(keys::kConfigText)), ToString(store->get(keys::kConfigPath)));
+        factory(published(keys::kConfigText), published(keys::kConfigPath));
     store->add(keys::Heartbeat(e.rank), 1);
     Heartbeat heartbeat(store->clone(), e.rank);
-    store->set(keys::Joined(e.rank), ToBytes(HostName()));
+    store->set(keys::Joined(e.rank),
+               sealer.Seal(keys::Joined(e.rank), e.rank, ToBytes(HostName())));
     log << fmt::format("placer worker: rank {} of {} joined the search at {}\n", e.rank,
                        e.world_size, where)
         << std::flush;
     store->setTimeout(kInboxWait);
     int judged = 0;
+    int64_t last_id = 0;  // the search numbers its tasks upwards: an id seen before is a replay
+    proto::DroppedMessages drops;
     while (true) {
       std::vector<uint8_t> message;
       try {
@@ -97,7 +117,22 @@ int ServeWorker(const WorkerEndpoint& e, const EvaluatorFactory& factory, std::o
       } catch (const c10::DistStoreError&) {
         continue;  // no task yet
       }
-      proto::EvaluationTask task = proto::DecodeTask(message);
+      proto::Opened opened = sealer.Open(keys::Inbox(e.rank), message);
+      proto::EvaluationTask task;
+      if (opened.ok() && opened.sender != 0) opened.rejection = proto::Rejection::kWrongRank;
+      if (opened.ok()) {
+        try {
+          task = proto::DecodeTask(opened.payload);
+        } catch (const proto::WireError&) {
+          opened.rejection = proto::Rejection::kGarbage;
+        }
+      }
+      if (opened.ok() && task.id <= last_id) opened.rejection = proto::Rejection::kNotOutstanding;
+      if (!opened.ok()) {
+        drops.Count(opened.rejection);
+        continue;
+      }
+      last_id = task.id;
       if (task.stop) break;
       proto::TaggedResult verdict{task.id, e.rank, {}};
       try {
@@ -106,11 +141,12 @@ int ServeWorker(const WorkerEndpoint& e, const EvaluatorFactory& factory, std::o
         verdict.result = {};
         verdict.result.invalid_reason = error.what();
       }
-      store->queuePush(keys::kResults, proto::EncodeResult(verdict));
+      store->queuePush(keys::kResults,
+                       sealer.Seal(keys::kResults, e.rank, proto::EncodeResult(verdict)));
       ++judged;
     }
-    log << fmt::format("placer worker: rank {} leaves after {} placement{}\n", e.rank, judged,
-                       judged == 1 ? "" : "s");
+    log << fmt::format("placer worker: rank {} leaves after {} placement{}; messages dropped: {}\n",
+                       e.rank, judged, judged == 1 ? "" : "s", drops.ToString());
     return judged;
   } catch (const c10::DistNetworkError& error) {
     throw ClusterError(fmt::format("cluster: the search at {} is gone: {}", where, error.what()));

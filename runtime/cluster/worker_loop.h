@@ -8,6 +8,7 @@
 #include <string>
 
 #include "proto/evaluation_wire.h"
+#include "proto/message_auth.h"
 #include "runtime/evaluator.h"
 
 namespace placer::cluster {
@@ -20,6 +21,10 @@ struct WorkerEndpoint {
   int world_size = 0;
   int rank = 0;
   double connect_timeout_seconds = 300;  // for the search to come up, and then each call
+  // The key the search seals its messages under, read once the search's store answers (a search
+  // writes the key it generates before it listens), and where it comes from, for messages.
+  std::function<proto::ClusterKey()> key;
+  std::string key_source;
 };
 
 // Judges a task; an exception makes the placement invalid with its message.
@@ -30,7 +35,9 @@ using EvaluatorFactory =
 
 // Serves until the search says to leave (returns the number of placements judged) or is gone
 // (ClusterError). Throws ClusterError when the rank is out of range or taken, or the world size
-// differs from the search's.
+// differs from the search's; KeyMismatch when the search holds another key. A task that does not
+// verify, was sent before (a replay) or is not from the search is dropped, counted and said at
+// the end.
 int ServeWorker(const WorkerEndpoint& endpoint, const EvaluatorFactory& factory, std::ostream& log);
 
 }  // namespace placer::cluster

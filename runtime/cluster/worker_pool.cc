@@ -71,6 +71,7 @@ class Ticker {
 struct WorkerPool::Impl {
   struct Worker {
     int rank = 0;
+    bool joined = false;  // its sealed join verified
     bool live = true;
     std::optional<size_t> task;  // index into the batch being judged
     int64_t dispatch = -1;       // id of the task it holds
@@ -79,15 +80,61 @@ struct WorkerPool::Impl {
     Clock::time_point beat_seen;
   };
 
+  // A task handed out: which of the batch's, and to whom (only that rank's verdict counts).
+  struct Dispatch {
+    size_t task = 0;
+    int rank = 0;
+  };
+
   PoolOptions options;
   Clock::time_point started = Clock::now();
+  std::string session;  // this pool's nonce: messages of other runs do not verify here
+  proto::MessageSealer sealer;
   c10::intrusive_ptr<c10d::TCPStore> store;
   std::vector<Worker> workers;  // [rank - 1]
   bool joined = false;
   int64_t next_id = 1;
   int reassigned = 0;
   std::vector<std::string> dropped;
+  std::vector<std::string> refused;
+  proto::DroppedMessages drops;
   std::mutex mutex;  // one batch at a time
+
+  explicit Impl(PoolOptions o)
+      : options(std::move(o)), session(proto::NewSession()), sealer(options.key, session) {}
+
+  void Publish(const char* key, const std::string& value) {
+    store->set(key, sealer.Seal(key, 0, ToBytes(value)));
+  }
+
+  // Every task, stop included, gets a fresh id: a worker takes only ids above the last it took,
+  // so a task pushed again (a replay) is refused.
+  int64_t Send(int rank, proto::EvaluationTask task) {
+    task.id = next_id++;
+    store->queuePush(keys::Inbox(rank), sealer.Seal(keys::Inbox(rank), 0, proto::EncodeTask(task)));
+    return task.id;
+  }
+
+  // A worker's join, once it is in the store: taken when sealed by that rank under this key;
+  // otherwise refused, named and its rank freed for a worker with the right key.
+  void ReadJoin(Worker& w) {
+    const std::string key = keys::Joined(w.rank);
+    if (!store->check({key})) return;
+    const std::vector<uint8_t> message = store->get(key);
+    const proto::Opened join = sealer.Open(key, message);
+    if (join.ok() && join.sender == w.rank) {
+      w.joined = true;
+      return;
+    }
+    drops.Count(join.ok() ? proto::Rejection::kWrongRank : join.rejection);
+    const std::optional<proto::Opened> claimed = proto::Unverified(message);
+    refused.push_back(fmt::format(
+        "rank {} (host {}): its join is not sealed under this search's key (a worker started "
+        "with another key, or not a worker)",
+        w.rank, claimed ? ToString(claimed->payload) : "unknown"));
+    store->deleteKey(key);
+    store->deleteKey(keys::Claim(w.rank));
+  }
 
   void Drop(Worker& w, const std::string& why, std::deque<size_t>& pending) {
     w.live = false;
@@ -98,9 +145,37 @@ struct WorkerPool::Impl {
       w.task.reset();
     }
     try {  // if it is alive after all, it leaves rather than judge what nobody reads
-      store->queuePush(keys::Inbox(w.rank), proto::EncodeTask({.stop = true}));
+      Send(w.rank, {.stop = true});
     } catch (const std::exception&) {
     }
+  }
+
+  // A verdict sealed under this key by the rank that holds its task; anything else is counted
+  // and dropped.
+  std::optional<proto::TaggedResult> OpenVerdict(const std::vector<uint8_t>& message,
+                                                 const std::map<int64_t, Dispatch>& outstanding) {
+    proto::Opened opened = sealer.Open(keys::kResults, message);
+    std::optional<proto::TaggedResult> verdict;
+    if (opened.ok()) {
+      try {
+        verdict = proto::DecodeResult(opened.payload);
+      } catch (const proto::WireError&) {
+        opened.rejection = proto::Rejection::kGarbage;
+      }
+    }
+    if (verdict) {
+      const auto it = outstanding.find(verdict->id);
+      if (verdict->rank != opened.sender) {
+        opened.rejection = proto::Rejection::kWrongRank;  // sealed by one rank, naming another
+      } else if (it == outstanding.end()) {
+        opened.rejection = proto::Rejection::kNotOutstanding;
+      } else if (it->second.rank != opened.sender) {
+        opened.rejection = proto::Rejection::kWrongRank;  // a task handed to another rank
+      }
+    }
+    if (opened.ok()) return verdict;
+    drops.Count(opened.rejection);
+    return std::nullopt;
   }
 
   void CheckHeartbeats(std::deque<size_t>& pending) {
@@ -130,23 +205,26 @@ struct WorkerPool::Impl {
   }
 };
 
-WorkerPool::WorkerPool(PoolOptions options) : impl_(std::make_unique<Impl>()) {
+WorkerPool::WorkerPool(PoolOptions options) {
   if (options.workers < 1) throw ClusterError("cluster: a pool needs at least one worker");
-  impl_->options = std::move(options);
+  impl_ = std::make_unique<Impl>(std::move(options));
   const PoolOptions& o = impl_->options;
-  impl_->store = HostStore(o.port, Milliseconds(o.join_timeout_seconds));
-  impl_->store->set(keys::kConfigText, ToBytes(o.config_text));
-  impl_->store->set(keys::kConfigPath, ToBytes(o.config_path));
+  impl_->store = HostStore(o.listen_address.empty() ? o.address : o.listen_address, o.port,
+                           Milliseconds(o.join_timeout_seconds));
+  // The session first: a worker reads it before anything sealed.
+  impl_->store->set(keys::kSession, ToBytes(impl_->session));
+  impl_->Publish(keys::kConfigText, o.config_text);
+  impl_->Publish(keys::kConfigPath, o.config_path);
   // Last: a worker that reads the world size finds the config there.
-  impl_->store->set(keys::kWorldSize, ToBytes(std::to_string(o.workers + 1)));
+  impl_->Publish(keys::kWorldSize, std::to_string(o.workers + 1));
   for (int rank = 1; rank <= o.workers; ++rank) impl_->workers.push_back({.rank = rank});
 }
 
 WorkerPool::~WorkerPool() {
-  for (const Impl::Worker& w : impl_->workers) {
+  for (Impl::Worker& w : impl_->workers) {
     if (!w.live) continue;
     try {
-      impl_->store->queuePush(keys::Inbox(w.rank), proto::EncodeTask({.stop = true}));
+      impl_->Send(w.rank, {.stop = true});
     } catch (const std::exception&) {  // a worker gone already needs no goodbye
     }
   }
@@ -175,17 +253,19 @@ void WorkerPool::WaitForWorkers() {
   std::vector<int> missing;
   while (true) {
     missing.clear();
-    for (const Impl::Worker& w : impl_->workers) {
-      if (!impl_->store->check({keys::Joined(w.rank)})) missing.push_back(w.rank);
+    for (Impl::Worker& w : impl_->workers) {
+      if (!w.joined) impl_->ReadJoin(w);
+      if (!w.joined) missing.push_back(w.rank);
     }
     if (missing.empty()) break;
     if (SecondsSince(impl_->started) > o.join_timeout_seconds) {
       throw ClusterError(fmt::format(
           "cluster: worker rank{} {} of {} did not join the search at {}:{} within {:.0f} s "
-          "(cluster.join_timeout_seconds); start each worker with `placer worker` and "
-          "MASTER_ADDR={} MASTER_PORT={} WORLD_SIZE={} RANK=<1..{}>",
+          "(cluster.join_timeout_seconds); start each worker with `placer worker`, "
+          "MASTER_ADDR={} MASTER_PORT={} WORLD_SIZE={} RANK=<1..{}> and this search's key{}{}",
           missing.size() == 1 ? "" : "s", fmt::join(missing, ", "), o.workers, o.address, port(),
-          o.join_timeout_seconds, o.address, port(), o.workers + 1, o.workers));
+          o.join_timeout_seconds, o.address, port(), o.workers + 1, o.workers,
+          impl_->refused.empty() ? "" : "; refused: ", fmt::join(impl_->refused, "; ")));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -201,7 +281,7 @@ std::vector<runtime::EvaluationResult> WorkerPool::Evaluate(const std::vector<Po
   std::vector<std::optional<runtime::EvaluationResult>> results(tasks.size());
   std::deque<size_t> pending;
   for (size_t i = 0; i < tasks.size(); ++i) pending.push_back(i);
-  std::map<int64_t, size_t> task_of_dispatch;
+  std::map<int64_t, Impl::Dispatch> outstanding;
   size_t done = 0;
   auto last_check = Clock::now();
   // A tick or a verdict comes every kPollInterval; waiting longer means the store itself is stuck.
@@ -214,13 +294,11 @@ std::vector<runtime::EvaluationResult> WorkerPool::Evaluate(const std::vector<Po
         const size_t i = pending.front();
         pending.pop_front();
         if (results[i]) continue;  // judged meanwhile by a worker dropped too early
-        const int64_t id = p.next_id++;
-        p.store->queuePush(
-            keys::Inbox(w.rank),
-            proto::EncodeTask({id, false, tasks[i].kind, tasks[i].replicas, tasks[i].placement}));
+        const int64_t id =
+            p.Send(w.rank, {0, false, tasks[i].kind, tasks[i].replicas, tasks[i].placement});
         w.task = i;
         w.dispatch = id;
-        task_of_dispatch[id] = i;
+        outstanding[id] = {i, w.rank};
         if (p.options.on_dispatch) p.options.on_dispatch(w.rank, ++w.handed);
       }
     }
@@ -234,20 +312,26 @@ std::vector<runtime::EvaluationResult> WorkerPool::Evaluate(const std::vector<Po
           fmt::format("cluster: every worker is gone ({}); {} of {} placements judged",
                       fmt::join(p.dropped, "; "), done, tasks.size()));
     }
-    const std::vector<uint8_t> message = p.store->queuePop(keys::kResults, /*block=*/true);
+    std::vector<uint8_t> message;
+    try {
+      message = p.store->queuePop(keys::kResults, /*block=*/true);
+    } catch (const c10::DistQueueEmptyError&) {
+      // Another client of the store popped what woke this wait: c10d keeps nobody out of a
+      // queue. A verdict taken so and never put back leaves its task held, as a slow worker's
+      // would: the MACs keep forged verdicts out, not a denial of service.
+    }
     if (!message.empty()) {  // a verdict, not a tick
-      proto::TaggedResult verdict = proto::DecodeResult(message);
-      auto it = task_of_dispatch.find(verdict.id);
-      if (it != task_of_dispatch.end()) {
-        const size_t i = it->second;
-        task_of_dispatch.erase(it);
+      std::optional<proto::TaggedResult> verdict = p.OpenVerdict(message, outstanding);
+      if (verdict) {
+        const size_t i = outstanding.at(verdict->id).task;
+        outstanding.erase(verdict->id);
         // The first verdict counts, even from a worker dropped meanwhile: nothing judged is lost.
         if (!results[i]) {
-          results[i] = std::move(verdict.result);
+          results[i] = std::move(verdict->result);
           ++done;
         }
         for (Impl::Worker& w : p.workers) {
-          if (w.dispatch == verdict.id) w.task.reset();
+          if (w.dispatch == verdict->id) w.task.reset();
         }
       }
     }
@@ -268,6 +352,8 @@ int WorkerPool::live_workers() const {
 }
 int WorkerPool::reassigned() const { return impl_->reassigned; }
 std::vector<std::string> WorkerPool::dropped() const { return impl_->dropped; }
+std::vector<std::string> WorkerPool::refused() const { return impl_->refused; }
+proto::DroppedMessages WorkerPool::dropped_messages() const { return impl_->drops; }
 
 PoolEvaluator::PoolEvaluator(std::shared_ptr<WorkerPool> pool, std::string kind, int replicas)
     : pool_(std::move(pool)), kind_(std::move(kind)), replicas_(replicas) {}

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "graph/placement.h"
+#include "proto/message_auth.h"
 #include "runtime/evaluator.h"
 
 namespace placer::cluster {
@@ -19,8 +20,11 @@ namespace placer::cluster {
 struct PoolOptions {
   int port = 29500;                   // 0: a free one (WorkerPool::port() says which)
   std::string address = "127.0.0.1";  // where the workers reach the store, for messages
-  int workers = 1;                    // ranks 1..workers
-  double join_timeout_seconds = 60;   // from the pool's start
+  std::string listen_address;         // where the store listens; empty: `address`
+  // What every message is sealed under; the workers hold the same key (proto/message_auth.h).
+  proto::ClusterKey key;
+  int workers = 1;                   // ranks 1..workers
+  double join_timeout_seconds = 60;  // from the pool's start
   double heartbeat_timeout_seconds = 10;
   // What the workers build their models and evaluators from: the search's config file.
   std::string config_text;
@@ -57,6 +61,10 @@ class WorkerPool {
   int live_workers() const;
   int reassigned() const;                    // placements taken back from a dropped worker
   std::vector<std::string> dropped() const;  // "rank 2: no heartbeat for 10.0 s"
+  // Joins that did not verify: "rank 2 (host h): its join is not sealed under this search's key".
+  std::vector<std::string> refused() const;
+  // Verdicts and joins not acted on (forged, altered, replayed, from the wrong rank, garbage).
+  proto::DroppedMessages dropped_messages() const;
 
  private:
   struct Impl;
