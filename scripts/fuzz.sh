@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Fuzzes the parsers that read user files (YAML config, placements, ONNX models) with libFuzzer,
+# Fuzzes the parsers that read user files (YAML config, placements, ONNX models) and the cluster's
+# wire format (tasks, verdicts, sealed envelopes) with libFuzzer,
 # AddressSanitizer and UBSan, for SECONDS each (default 60):
-#   scripts/fuzz.sh [SECONDS] [TARGET...]      targets: config_fuzzer placement_fuzzer onnx_fuzzer
+#   scripts/fuzz.sh [SECONDS] [TARGET...]
+#     targets: config_fuzzer placement_fuzzer onnx_fuzzer wire_fuzzer
 # Builds a torch-free clang build in build-fuzz/ (PLACER_FUZZ=ON). Working corpora grow in
 # build-fuzz/corpus/<target>, seeded from fuzz/corpus/<target> (committed), configs/ and
 # libonnx-testdata's models. A finding stops the run with exit 1 and leaves the input as
@@ -14,7 +16,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 seconds="${1:-60}"
 shift || true
 targets=("$@")
-[[ ${#targets[@]} -gt 0 ]] || targets=(config_fuzzer placement_fuzzer onnx_fuzzer)
+[[ ${#targets[@]} -gt 0 ]] || targets=(config_fuzzer placement_fuzzer onnx_fuzzer wire_fuzzer)
 
 build="$PLACER_ROOT/build-fuzz"
 if [[ ! -f "$build/build.ninja" ]]; then
