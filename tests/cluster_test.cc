@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -387,6 +388,36 @@ TEST(ClusterTest, AWorkerWithAnotherKeyIsRefusedAndNamed) {
   EXPECT_EQ(pool.dropped_messages().ToString(), "1 (1 bad MAC)");
   const runtime::EvaluationResult judged = pool.Evaluate({f.Tasks("simulated").front()}).front();
   EXPECT_TRUE(judged.valid) << judged.invalid_reason;
+}
+
+// The store listens where the config says (127.0.0.1 by default), not on every interface as c10d
+// would: from another address of this host its port is closed.
+TEST(ClusterTest, ThePoolsStoreListensOnItsAddressOnly) {
+  Fixture f;
+  cluster::WorkerPool pool(f.Options(1));
+  std::string other;  // an IPv4 address of this host that is not a loopback one
+  ifaddrs* addresses = nullptr;
+  ASSERT_EQ(getifaddrs(&addresses), 0);
+  for (ifaddrs* a = addresses; a != nullptr && other.empty(); a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
+    char text[INET_ADDRSTRLEN] = {};
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, text, sizeof(text));
+    if (!std::string(text).starts_with("127.")) other = text;
+  }
+  freeifaddrs(addresses);
+  auto connects = [&](const std::string& address) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(static_cast<uint16_t>(pool.port()));
+    inet_pton(AF_INET, address.c_str(), &to.sin_addr);
+    const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) == 0;
+    close(fd);
+    return ok;
+  };
+  EXPECT_TRUE(connects("127.0.0.1"));
+  if (other.empty()) GTEST_SKIP() << "NOT RUN: this host has no address but loopback ones";
+  EXPECT_FALSE(connects(other)) << "the store answers at " << other;
 }
 
 // A worker judges what the search sealed for it once: a task pushed again (a replay), one sealed
