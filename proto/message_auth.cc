@@ -2,9 +2,10 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
+#include <openssl/params.h>
 #include <openssl/rand.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -44,13 +45,21 @@ void RandomBytes(uint8_t* out, size_t size) {
   }
 }
 
-// A length-prefixed field, so that no two different (session, channel, sender, payload) tuples
-// give the same bytes to MAC.
-void Append(std::string& out, std::string_view field) {
+// Adds a length-prefixed field to the MAC, so that no two different (session, channel, sender,
+// payload) tuples give the same bytes to MAC.
+void Update(EVP_MAC_CTX* ctx, std::string_view field) {
   const uint64_t size = field.size();
-  out.append(reinterpret_cast<const char*>(&size), sizeof(size));
-  out.append(field);
+  if (EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(&size), sizeof(size)) != 1 ||
+      EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(field.data()), field.size()) !=
+          1) {
+    throw KeyError("cluster: OpenSSL's HMAC-SHA256 failed");
+  }
 }
+
+struct MacContextFree {
+  void operator()(EVP_MAC_CTX* ctx) const { EVP_MAC_CTX_free(ctx); }
+};
+using MacContext = std::unique_ptr<EVP_MAC_CTX, MacContextFree>;
 
 }  // namespace
 
@@ -154,24 +163,40 @@ std::string DroppedMessages::ToString() const {
   return parts.empty() ? "0" : fmt::format("{} ({})", total(), parts);
 }
 
+struct MessageSealer::Keyed {
+  MacContext keyed;
+};
+
 MessageSealer::MessageSealer(const ClusterKey& key, std::string session)
-    : key_(key), session_(std::move(session)) {}
+    : keyed_(std::make_unique<Keyed>()), session_(std::move(session)) {
+  EVP_MAC* hmac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+  if (hmac != nullptr) keyed_->keyed.reset(EVP_MAC_CTX_new(hmac));
+  EVP_MAC_free(hmac);  // the context keeps its own reference
+  char digest[] = "SHA256";
+  const OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
+                               OSSL_PARAM_construct_end()};
+  if (!keyed_->keyed ||
+      EVP_MAC_init(keyed_->keyed.get(), key.bytes().data(), key.bytes().size(), params) != 1) {
+    throw KeyError("cluster: OpenSSL has no HMAC-SHA256");
+  }
+}
+
+MessageSealer::~MessageSealer() = default;
 
 std::array<uint8_t, 32> MessageSealer::Mac(std::string_view channel, int sender,
                                            const std::vector<uint8_t>& payload) const {
-  std::string covered;
-  covered.reserve(payload.size() + session_.size() + channel.size() + 64);
-  Append(covered, kProtocolTag);
-  Append(covered, session_);
-  Append(covered, channel);
-  Append(covered, std::to_string(sender));
-  Append(covered, std::string_view(reinterpret_cast<const char*>(payload.data()), payload.size()));
+  // A copy of the keyed context: the key's pads are hashed once, in the constructor.
+  const MacContext ctx(EVP_MAC_CTX_dup(keyed_->keyed.get()));
+  if (!ctx) throw KeyError("cluster: OpenSSL's HMAC-SHA256 failed");
+  Update(ctx.get(), kProtocolTag);
+  Update(ctx.get(), session_);
+  Update(ctx.get(), channel);
+  Update(ctx.get(), std::to_string(sender));
+  Update(ctx.get(),
+         std::string_view(reinterpret_cast<const char*>(payload.data()), payload.size()));
   std::array<uint8_t, 32> mac{};
-  unsigned int size = 0;
-  if (HMAC(EVP_sha256(), key_.bytes().data(), static_cast<int>(key_.bytes().size()),
-           reinterpret_cast<const unsigned char*>(covered.data()), covered.size(), mac.data(),
-           &size) == nullptr ||
-      size != mac.size()) {
+  size_t size = 0;
+  if (EVP_MAC_final(ctx.get(), mac.data(), &size, mac.size()) != 1 || size != mac.size()) {
     throw KeyError("cluster: OpenSSL's HMAC-SHA256 failed");
   }
   return mac;

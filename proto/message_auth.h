@@ -14,6 +14,7 @@
 #include <array>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -78,9 +79,15 @@ struct Opened {
   bool ok() const { return rejection == Rejection::kNone; }
 };
 
+// Seals and opens messages under one key and session. Keyed once (OpenSSL's EVP_MAC with the key
+// set up front, duplicated per message), so a message costs one pass over its bytes; a sealer
+// may be used from several threads.
 class MessageSealer {
  public:
   MessageSealer(const ClusterKey& key, std::string session);
+  ~MessageSealer();
+  MessageSealer(const MessageSealer&) = delete;
+  MessageSealer& operator=(const MessageSealer&) = delete;
 
   std::vector<uint8_t> Seal(std::string_view channel, int sender,
                             const std::vector<uint8_t>& payload) const;
@@ -92,7 +99,8 @@ class MessageSealer {
   std::array<uint8_t, 32> Mac(std::string_view channel, int sender,
                               const std::vector<uint8_t>& payload) const;
 
-  ClusterKey key_;
+  struct Keyed;  // the EVP_MAC context holding the key, duplicated for every message
+  std::unique_ptr<Keyed> keyed_;
   std::string session_;
 };
 

@@ -2,6 +2,7 @@
 // that authenticate nobody.
 #include "proto/message_auth.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "evaluation.pb.h"
 #include "tests/temp_dir.h"
 
 namespace placer::proto {
@@ -28,6 +30,25 @@ TEST(MessageAuthTest, ASealedMessageOpensForItsChannelWithItsSenderAndPayload) {
   ASSERT_TRUE(opened.ok()) << ToString(opened.rejection);
   EXPECT_EQ(opened.sender, 2);
   EXPECT_EQ(opened.payload, kPayload);
+}
+
+// The MAC is the standard HMAC-SHA256 over what message_auth.h says it covers, each field after
+// its length as 8 little-endian bytes: the expected value is Python's
+//   hmac.new(bytes(range(32)), b"".join(struct.pack("<Q", len(f)) + f for f in
+//            [b"placer-cluster-v1", b"session-a", b"placer/results", b"2", payload]),
+//            hashlib.sha256).hexdigest()
+TEST(MessageAuthTest, TheMacIsHmacSha256OverTheLengthPrefixedFields) {
+  std::string hex;
+  for (int i = 0; i < 32; ++i) hex += fmt::format("{:02x}", i);
+  const MessageSealer sealer(ClusterKey::FromHex(hex, "test"), "session-a");
+  wire::Sealed sealed;
+  const std::vector<uint8_t> bytes = sealer.Seal("placer/results", 2, kPayload);
+  ASSERT_TRUE(sealed.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())));
+  std::string mac;
+  for (unsigned char c : sealed.mac()) mac += fmt::format("{:02x}", c);
+  EXPECT_EQ(mac, "6621d37cf72c39a3a80c2450f7c42b469de1d7275a9a12e0569aeb9919893693");
+  EXPECT_EQ(sealed.sender(), 2);
+  EXPECT_EQ(std::vector<uint8_t>(sealed.payload().begin(), sealed.payload().end()), kPayload);
 }
 
 TEST(MessageAuthTest, AnotherKeySessionOrChannelOrAnAlteredByteDoesNotVerify) {
