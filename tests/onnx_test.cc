@@ -148,6 +148,9 @@ TEST(OnnxLoaderTest, CastsOfFloatsToIntegersGiveWhatPyTorchsCastsGive) {
     EXPECT_EQ(g.op(g.tensor(g.TensorByName(folded)).producer).type, graph::op_types::kConstant)
         << folded;
   }
+  // The runtime cast to int32 is an int64 one of 32 bits.
+  EXPECT_EQ(g.op(g.tensor(g.TensorByName("x32")).producer).attrs.GetInt("bits"), 32);
+  EXPECT_FALSE(g.op(g.tensor(g.TensorByName("x64")).producer).attrs.Has("bits"));
   const at::Tensor x = at::tensor(values);
   auto executor = RunForward(g, {{"x", x}}, {});
   // The reference: PyTorch's own casts (as int32, then widened to the IR's int64).
