@@ -44,6 +44,15 @@ std::vector<Shape> CastShapes(const Graph& g, const Op& op) {
   if (to != "float32" && to != "int64") {
     throw GraphError(fmt::format("cannot cast to '{}'; expected 'float32' or 'int64'", to));
   }
+  // bits 32: an int64 result holding what a cast to int32 gives (floats out of its range: its
+  // minimum).
+  if (op.attrs.Has("bits")) {
+    const int64_t bits = op.attrs.GetInt("bits");
+    if (to != "int64" || (bits != 32 && bits != 64)) {
+      throw GraphError(
+          fmt::format("cannot cast to '{}' of {} bits; expected int64 of 32 or 64", to, bits));
+    }
+  }
   return {InputShape(g, op, 0)};
 }
 

@@ -137,8 +137,12 @@ void AddElementwiseKernels(KernelTable& t) {
   });
   t[ops::kShrink] = Unary(Shrink);
   t[ops::kClip] = Unary(Clip);
+  // PyTorch's own conversion: a float out of the integer type's range (or NaN) gives its minimum.
+  // bits 32 converts as to int32 (INT32_MIN there, held in int64).
   t[ops::kCast] = Unary([](const Attributes& a, const at::Tensor& x) {
-    return x.to(a.GetString("to") == "int64" ? at::kLong : at::kFloat);
+    if (a.GetString("to") != "int64") return x.to(at::kFloat);
+    if (IntOr(a, "bits", 64) == 32 && x.is_floating_point()) return x.to(at::kInt).to(at::kLong);
+    return x.to(at::kLong);
   });
   t[ops::kIsNaN] =
       Unary([](const Attributes&, const at::Tensor& x) { return at::isnan(x).to(at::kLong); });

@@ -2,7 +2,7 @@
 """Exports PyTorch models to ONNX for placer's examples and tests.
 
 Run it with the project's Python (scripts/lib.sh: placer_python), which scripts/setup.sh provides
-with torch, torchvision and onnx:
+with torch, torchvision, onnx and transformers:
 
     source scripts/lib.sh && "$(placer_python)" scripts/export_onnx.py --out DIR [MODEL ...]
     source scripts/lib.sh && "$(placer_python)" scripts/export_onnx.py --suite --out DIR [MODEL ...]
@@ -24,6 +24,11 @@ lstm (2-layer bidirectional nn.LSTM on float sequences, classifier on the last s
 transformer_static (the transformer with its batch of 4 fixed, and baked into Reshape constants by
 the exporter) and towers (4 independent MLP towers of 4 x Linear 1024 + ReLU and a classifier each,
 on one shared input of 1024 features, their logits summed; 16.8 M parameters, 67 MB).
+t5 (transformers' T5ForConditionalGeneration from a small T5Config with random weights, nothing
+downloaded) is exported as the model suite's models are (below: in training mode, opset 17) and
+written as
+  t5.onnx              the model, inputs source [batch, 7] and target [batch, 5] (token ids)
+  t5.reference.onnx    PyTorch's own training step on a fixed minibatch (scripts/onnx_suite.py)
 bench/search_suite.py places resnet18, transformer and towers on simulated GPUs.
 Weights are random with a fixed seed; every parameter and buffer is perturbed so that no two are
 equal (the exporter would merge equal initializers). The reference minibatch has another batch size
@@ -47,7 +52,7 @@ import os
 import sys
 import warnings
 
-MODELS = ("lenet", "resnet18", "transformer", "lstm", "transformer_static", "towers")
+MODELS = ("lenet", "resnet18", "transformer", "lstm", "transformer_static", "towers", "t5")
 # towers: TOWERS independent MLPs of TOWER_LAYERS x (Linear TOWER_WIDTH + ReLU) and a classifier
 # each, all reading the same input, their logits summed. Its best placement is plain (one tower per
 # device), and data parallelism pays for all-reducing its 16.8 M parameters: bench/search_suite.py
@@ -220,7 +225,8 @@ def main():
     )
     try:
         # Read from package metadata: importing torch takes seconds, the up-to-date check must not.
-        versions = {p: importlib.metadata.version(p) for p in ("torch", "torchvision", "onnx")}
+        versions = {p: importlib.metadata.version(p)
+                    for p in ("torch", "torchvision", "onnx", "transformers")}
     except importlib.metadata.PackageNotFoundError as error:
         sys.exit(f"export_onnx.py: package {error} is missing; {setup_hint}")
     os.makedirs(args.out, exist_ok=True)
@@ -231,7 +237,7 @@ def main():
     }
 
     def outputs(name):
-        if args.suite:
+        if args.suite or name in onnx_suite.FIXTURES:
             return [f"{name}.onnx", f"{name}.reference.onnx"]
         files = [f"{name}.{s}" for s in ("onnx", "input.pb", "output.pb")]
         return files + (["lenet_stripped.onnx"] if name == "lenet" else [])
@@ -257,7 +263,7 @@ def main():
         sys.exit(f"export_onnx.py: {error}; {setup_hint}")
     torch.set_num_threads(1)
     for name in todo:
-        if args.suite:
+        if args.suite or name in onnx_suite.FIXTURES:
             model, spec = onnx_suite.export(name, os.path.join(args.out, f"{name}.onnx"), torch,
                                             nn, dynamic=not args.static_batch)
             onnx_suite.write_reference(model, spec,

@@ -1,6 +1,8 @@
 """The model suite of scripts/export_onnx.py --suite: common PyTorch training models, exported as a
 user would export them, each with PyTorch's own training step on a fixed batch as the reference
-that tests/onnx_models_test.cc compares placer's step with.
+that tests/onnx_suite_test.cc compares placer's step with (tests/pytorch_step.h). FIXTURES are
+exported and referenced the same way as fixtures of scripts/export_onnx.py, for
+tests/onnx_models_test.cc: t5 (transformers' T5ForConditionalGeneration).
 
 Every model is exported in training mode (torch.onnx.TrainingMode.TRAINING), the graph placer's
 training step runs: BatchNormalization normalises with the minibatch's statistics and Dropout
@@ -98,6 +100,31 @@ def _language_model(torch, nn, cell):
     return LanguageModel()
 
 
+def _t5(torch, nn):
+    import transformers
+
+    class T5(nn.Module):
+        """transformers' T5ForConditionalGeneration from a small T5Config, random weights (nothing
+        downloaded): 2 encoder and 2 decoder blocks, d_model 32, 2 heads, relative position
+        buckets; the next token's logits from the decoder's last step. Dropout 0: T5's attention
+        drops its weights with the functional dropout, which no module's eval mode turns off."""
+
+        def __init__(self):
+            super().__init__()
+            config = transformers.T5Config(
+                vocab_size=VOCAB, d_model=32, d_kv=16, d_ff=64, num_layers=2,
+                num_decoder_layers=2, num_heads=2, relative_attention_num_buckets=8,
+                relative_attention_max_distance=16, dropout_rate=0.0, decoder_start_token_id=0,
+                pad_token_id=0)
+            self.t5 = transformers.T5ForConditionalGeneration(config)
+
+        def forward(self, source, target):
+            out = self.t5(input_ids=source, decoder_input_ids=target, use_cache=False)
+            return out.logits[:, -1]
+
+    return T5()
+
+
 def _tv(name, **kwargs):
     def build(torch, nn):
         import torchvision
@@ -131,6 +158,12 @@ SUITE = {
                       VOCAB),
 }
 
+# Exported and referenced as the suite's models are, but fixtures of scripts/export_onnx.py
+# (tests/onnx_models_test.cc), not suite models: t5 needs transformers.
+FIXTURES = {
+    "t5": _tokens(_t5, 17, [("source", 7), ("target", 5)], VOCAB),
+}
+
 
 def perturb(torch, nn, model):
     """Distinct values in every parameter and buffer; BatchNorm variances away from 1."""
@@ -147,7 +180,7 @@ def export(name, path, torch, nn, dynamic=True, batch=EXPORT_BATCH):
     """Builds suite model `name`, exports it to `path` and returns (model, spec)."""
     import warnings
 
-    spec = SUITE[name]
+    spec = SUITE[name] if name in SUITE else FIXTURES[name]
     torch.manual_seed(0)
     model = spec["build"](torch, nn)
     perturb(torch, nn, model)

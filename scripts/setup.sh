@@ -46,12 +46,14 @@ install_missing() {  # install_missing [apt-get options --] PACKAGE...
 install_missing "${APT_PACKAGES[@]}"
 install_missing --no-install-recommends -- "${BROWSER_PACKAGES[@]}"
 
-# The project's Python packages besides torch: torchvision and onnx export the ONNX fixtures of
-# the tests (scripts/export_onnx.py), PyYAML reads placement files in placer_torch (python/), and
-# wheel lets the tests `pip install ./python` without network (the setuptools of a fresh venv is
-# older than 70.1, which builds wheels by itself).
+# The project's Python packages besides torch: torchvision, onnx and transformers (a small T5
+# built from its config, no weights downloaded) export the ONNX fixtures of the tests
+# (scripts/export_onnx.py), PyYAML reads placement files in placer_torch (python/), and wheel lets
+# the tests `pip install ./python` without network (the setuptools of a fresh venv is older than
+# 70.1, which builds wheels by itself).
 PYTHON_PACKAGES=("torchvision==$PLACER_TORCHVISION_VERSION" "onnx==$PLACER_ONNX_VERSION"
-  "pyyaml==$PLACER_PYYAML_VERSION" "wheel==$PLACER_WHEEL_VERSION")
+  "pyyaml==$PLACER_PYYAML_VERSION" "wheel==$PLACER_WHEEL_VERSION"
+  "transformers==$PLACER_TRANSFORMERS_VERSION")
 # Wheels that only GPU work loads: Triton (compiled GPU kernels), cuSOLVER (dlopened by
 # libtorch_cuda_linalg), NVRTC (runtime compilation), NVTX, the CUDA Python bindings. Every other
 # nvidia-* wheel stays even without a GPU: `import torch` loads libtorch_cuda.so, which links
@@ -106,12 +108,16 @@ for item in json.load(open(sys.argv[1]))["install"]:
 import importlib.metadata as m, sys
 sys.exit(any(m.version(p) != v for p, v in [('torchvision', '$PLACER_TORCHVISION_VERSION'),
     ('onnx', '$PLACER_ONNX_VERSION'), ('pyyaml', '$PLACER_PYYAML_VERSION'),
-    ('wheel', '$PLACER_WHEEL_VERSION')]))
+    ('wheel', '$PLACER_WHEEL_VERSION'), ('transformers', '$PLACER_TRANSFORMERS_VERSION')]))
 " 2>/dev/null; then
     placer_log "installing ${PYTHON_PACKAGES[*]} into $venv"
     # In a cpu venv, --no-deps: its GPU-only wheels would come back as torch's requirements.
     "$venv/bin/pip" install -q --disable-pip-version-check \
       $(grep -qx cpu "$venv/.complete" && echo --no-deps) "${PYTHON_PACKAGES[@]}"
+    # transformers needs its own requirements (huggingface-hub, tokenizers, safetensors, ...),
+    # which --no-deps left out; none of them is torch or a GPU wheel.
+    "$venv/bin/pip" install -q --disable-pip-version-check \
+      "transformers==$PLACER_TRANSFORMERS_VERSION"
   fi
 fi
 

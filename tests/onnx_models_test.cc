@@ -1,7 +1,8 @@
 // Models exported from PyTorch (scripts/export_onnx.py, run by the onnx_export_fixtures CTest
 // fixture into PLACER_ONNX_FIXTURES) through the loader and the executor: the exported LeNet trains
 // exactly like the built-in one, ResNet-18, a transformer encoder and an LSTM compute what
-// PyTorch computed for the same input, and an export with a baked batch takes only its own.
+// PyTorch computed for the same input, transformers' T5 steps as PyTorch's training step does, and
+// an export with a baked batch takes only its own.
 // (The model suite's training steps: onnx_suite_test.cc.)
 #include <ATen/ATen.h>
 #include <fmt/format.h>
@@ -11,6 +12,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
 #include "graph/models.h"
@@ -18,6 +20,7 @@
 #include "graph/ops.h"
 #include "graph/placement.h"
 #include "runtime/executor.h"
+#include "tests/pytorch_step.h"
 #include "tests/support.h"
 #include "tests/temp_dir.h"
 
@@ -155,6 +158,24 @@ TEST(OnnxModelsTest, TowersForwardMatchesPyTorchWithEveryWeight) {
   EXPECT_EQ(g.Parameters().size(), 4u * 5 * 2);
   EXPECT_EQ(g.ParameterCount(), 4 * (4 * (1024 * 1024 + 1024) + 1024 * 10 + 10));
   EXPECT_EQ(g.tensor(g.TensorByName("features")).shape, (graph::Shape{8, 1024}));
+}
+
+// transformers' T5ForConditionalGeneration (a small config, random weights), exported in training
+// mode with a dynamic batch: it loads (its relative position buckets cast log(0) = -inf to an
+// integer, in a branch a Where discards), and one step under a random placement over two CPU
+// workers has PyTorch's loss and gradients (tests/pytorch_step.h's tolerances, the model suite's).
+TEST(OnnxModelsTest, T5StepsAsPyTorchDoes) {
+  const test_support::StepComparison c = test_support::ExpectStepMatchesPyTorch(
+      "t5", Fixture("t5.onnx"), Fixture("t5.reference.onnx"));
+  EXPECT_GT(c.loss, 0);
+  std::cout << fmt::format(
+      "t5: {} ops, {} parameters, loss {:.6f} (PyTorch {:.6f}), worst gradient {} at {:.3f} of "
+      "its tolerance\n",
+      c.ops, c.parameter_count, c.loss, c.reference_loss, c.worst_name, c.worst);
+  // Another batch than the reference's: the batch axis is dynamic.
+  const graph::Graph g = graph::LoadOnnx(Fixture("t5.onnx"), {.batch_size = 5});
+  EXPECT_EQ(g.tensor(g.TensorByName("source")).shape, (graph::Shape{5, 7}));
+  EXPECT_EQ(g.tensor(g.TensorByName("target")).shape, (graph::Shape{5, 5}));
 }
 
 TEST(OnnxModelsTest, ResNet18HasEveryWeightAndATrainingStep) {

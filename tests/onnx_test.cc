@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -119,6 +120,61 @@ TEST(OnnxLoaderTest, ShapeSubgraphsAreFoldedIntoAttributes) {
   ASSERT_EQ(g.num_ops(), 1);  // only the Reshape runs
   EXPECT_EQ(g.op(0).type, graph::op_types::kReshape);
   EXPECT_EQ(g.op(0).attrs.GetInts("shape"), (std::vector<int64_t>{5, 12}));
+}
+
+// A float cast to an integer gives what PyTorch's cast gives on this CPU, folded at load time or
+// run: truncation toward zero, and NaN or a value out of the type's range gives the type's minimum
+// (T5's relative position buckets cast log(0) = -inf, in a branch a Where discards). A value so
+// cast is still refused where it is used as a shape.
+TEST(OnnxLoaderTest, CastsOfFloatsToIntegersGiveWhatPyTorchsCastsGive) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> values = {inf,     -inf,    std::nanf(""), 1e30f, -1e30f, 3e9f, -3e9f,
+                                     0x1p63f, 0x1p31f, -2.7f,         2.7f,  -0.5f,  0.0f, 5e9f};
+  const int64_t n = static_cast<int64_t>(values.size());
+  ox::Model m;
+  m.inputs = {ox::FloatValue("x", {n})};
+  m.nodes = {{"Constant", "c", {}, {"c"}, {ox::AttrFloats("value_floats", values)}},
+             {"Cast", "c64", {"c"}, {"c64"}, {ox::AttrInt("to", 7)}},
+             {"Cast", "c32", {"c"}, {"c32"}, {ox::AttrInt("to", 6)}},
+             {"Cast", "x64", {"x"}, {"x64"}, {ox::AttrInt("to", 7)}},
+             {"Cast", "x32", {"x"}, {"x32"}, {ox::AttrInt("to", 6)}}};
+  for (const char* out : {"c64", "c32", "x64", "x32"}) {
+    m.outputs.push_back(ox::FloatValue(out, {n}));
+  }
+  const graph::Graph g = graph::LoadOnnx(WriteModel("casts.onnx", ox::Encode(m)),
+                                         {.loss = false, .training_step = false});
+  // The casts of the constant are folded: their outputs are constants.
+  for (const char* folded : {"c64", "c32"}) {
+    EXPECT_EQ(g.op(g.tensor(g.TensorByName(folded)).producer).type, graph::op_types::kConstant)
+        << folded;
+  }
+  // The runtime cast to int32 is an int64 one of 32 bits.
+  EXPECT_EQ(g.op(g.tensor(g.TensorByName("x32")).producer).attrs.GetInt("bits"), 32);
+  EXPECT_FALSE(g.op(g.tensor(g.TensorByName("x64")).producer).attrs.Has("bits"));
+  const at::Tensor x = at::tensor(values);
+  auto executor = RunForward(g, {{"x", x}}, {});
+  // The reference: PyTorch's own casts (as int32, then widened to the IR's int64).
+  const at::Tensor as_int64 = x.to(at::kLong), as_int32 = x.to(at::kInt).to(at::kLong);
+  EXPECT_EQ(as_int64[1].item<int64_t>(), std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(as_int32[1].item<int64_t>(), std::numeric_limits<int32_t>::min());
+  for (const auto& [name, expected] : {std::pair{"c64", as_int64}, std::pair{"x64", as_int64},
+                                       std::pair{"c32", as_int32}, std::pair{"x32", as_int32}}) {
+    const at::Tensor actual = executor->LastValue(name);
+    ASSERT_EQ(actual.scalar_type(), at::kLong) << name;
+    EXPECT_TRUE(at::equal(actual, expected))
+        << name << ": " << actual.reshape({1, -1}) << "\nPyTorch's: " << expected.reshape({1, -1});
+  }
+
+  // -inf cast to an integer as a Reshape's target is a bad input, named.
+  ox::Model shape;
+  shape.inputs = {ox::FloatValue("x", {2, 3})};
+  shape.outputs = {ox::FloatValue("y", {6})};
+  shape.nodes = {{"Constant", "extent", {}, {"extent"}, {ox::AttrFloats("value_floats", {-inf})}},
+                 {"Cast", "extent_int", {"extent"}, {"target"}, {ox::AttrInt("to", 7)}},
+                 {"Reshape", "flatten", {"x", "target"}, {"y"}, {}}};
+  EXPECT_THAT(LoadError(WriteModel("cast_shape.onnx", ox::Encode(shape)),
+                        {.loss = false, .training_step = false}),
+              AllOf(HasSubstr("'flatten' (Reshape)"), HasSubstr("negative extent")));
 }
 
 TEST(OnnxLoaderTest, StrippedWeightsStartRandomAndBiasesZero) {

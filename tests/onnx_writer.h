@@ -47,6 +47,12 @@ inline std::string AttrInts(const std::string& name, const std::vector<int64_t>&
   return out + Int(20, 7);
 }
 
+inline std::string AttrFloats(const std::string& name, const std::vector<float>& values) {
+  std::string out = Bytes(1, name);
+  for (float v : values) out += Float(7, v);
+  return out + Int(20, 6);
+}
+
 struct Node {
   std::string op_type;
   std::string name;

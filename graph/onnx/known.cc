@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "placer_onnx.pb.h"
 
@@ -105,6 +107,41 @@ void Store(Known& k, int64_t at, double value) {
       throw GraphError(fmt::format("{} does not fit an integer", value));
     }
     k.i[static_cast<size_t>(at)] = static_cast<int64_t>(value);
+  }
+}
+
+int64_t CastFloatToInt(double value, int type) {
+  // Range checks on the truncated value; NaN fails every comparison.
+  const double whole = std::trunc(value);
+  if (type == kInt64) {
+    // 2^63 is exactly representable; [-2^63, 2^63) converts.
+    return whole >= -9223372036854775808.0 && whole < 9223372036854775808.0
+               ? static_cast<int64_t>(whole)
+               : std::numeric_limits<int64_t>::min();
+  }
+  if (type == kUint32 || type == kUint64) {
+    const double limit = type == kUint32 ? 4294967296.0 : 9223372036854775808.0;
+    if (!(whole >= 0 && whole < limit)) {
+      throw GraphError(fmt::format("{} does not fit {}", value, TypeName(type)));
+    }
+    return static_cast<int64_t>(whole);
+  }
+  const int32_t as_int32 = whole >= -2147483648.0 && whole < 2147483648.0
+                               ? static_cast<int32_t>(whole)
+                               : std::numeric_limits<int32_t>::min();
+  switch (type) {
+    case kInt8:
+      return static_cast<int8_t>(as_int32);
+    case kUint8:
+      return static_cast<uint8_t>(as_int32);
+    case kInt16:
+      return static_cast<int16_t>(as_int32);
+    case kUint16:
+      return static_cast<uint16_t>(as_int32);
+    case kBool:
+      return value != 0 ? 1 : 0;
+    default:
+      return as_int32;
   }
 }
 

@@ -71,6 +71,13 @@ Known Ints(Shape shape, std::vector<int64_t> values, int type = kInt64);
 // or from an integer.
 void Store(Known& k, int64_t at, double value);
 void StoreInt(Known& k, int64_t at, int64_t value);
+// The integer a Cast of the float `value` to integer type `type` gives, as PyTorch computes it on
+// x86 (and ONNX Runtime likewise): truncated toward zero, and NaN or a value out of the type's
+// range gives the type's minimum (the "integer indefinite" of cvttsd2si: -inf, +inf and 1e30 give
+// INT64_MIN as int64 and INT32_MIN as int32). Types narrower than int32 convert through int32 and
+// wrap, as PyTorch's casts do; uint32 and uint64, which PyTorch converts otherwise, must hold the
+// value (GraphError if not).
+int64_t CastFloatToInt(double value, int type);
 // Copies element `from` of `src` to element `to` of `dst` (same type).
 void CopyElement(const Known& src, int64_t from, Known& dst, int64_t to);
 

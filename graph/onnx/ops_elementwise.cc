@@ -148,8 +148,12 @@ std::vector<Known> FoldCast(int to, const Known& x) {
   for (int64_t e = 0; e < x.size(); ++e) {
     if (to == kBool) {
       StoreInt(r, e, x.F(e) != 0 ? 1 : 0);
+    } else if (x.is_float() && r.is_float()) {
+      Store(r, e, x.f[static_cast<size_t>(e)]);
     } else if (x.is_float()) {
-      Store(r, e, r.is_float() ? x.f[static_cast<size_t>(e)] : std::trunc(x.F(e)));
+      // PyTorch's conversion: NaN and out-of-range values give the type's minimum. (T5's relative
+      // position buckets cast log(0) = -inf to int64, in a branch that a Where then discards.)
+      StoreInt(r, e, CastFloatToInt(x.f[static_cast<size_t>(e)], to));
     } else {
       StoreInt(r, e, x.I(e));
     }
@@ -158,7 +162,8 @@ std::vector<Known> FoldCast(int to, const Known& x) {
 }
 
 // Cast of a runtime tensor: to float32 (or float64, computed in float32), to int32 or int64 (the
-// IR's int64 holds both), or to bool (x != 0). Narrower types would wrap or round differently.
+// IR's int64 holds both; a float cast to int32 converts as to int32, its out-of-range values giving
+// INT32_MIN as PyTorch's do), or to bool (x != 0). Narrower types would wrap or round differently.
 void ConvertCast(Loader& l, int to) {
   const TensorId x = l.Tensor(0);
   const DType from = l.graph().tensor(x).dtype;
@@ -183,6 +188,7 @@ void ConvertCast(Loader& l, int to) {
   }
   Attributes attrs;
   attrs.Set("to", std::string(target == DType::kFloat32 ? "float32" : "int64"));
+  if (to == kInt32) attrs.Set("bits", int64_t{32});
   l.EmitOutput(t::kCast, {x}, std::move(attrs));
 }
 
