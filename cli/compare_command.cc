@@ -63,6 +63,8 @@ search::ReportRow RowOf(const Pending& p, const search::SideBySideResult* judged
 int RunCompareCommand(const Commands& c) {
   config::Config config = config::LoadConfig(c.config_path);
   if (!c.output_directory.empty()) config.output.directory = c.output_directory;
+  const std::unique_ptr<search::RunLock> lock =
+      LockOutputDirectory(config.output.directory, std::cout);
   std::unique_ptr<SearchSetup> setup = BuildSearchSetup(config, std::cout);
   const search::ActionSpace& space = setup->simulated->space();
   search::ComparisonReport report;

@@ -76,6 +76,9 @@ int RunSearchCommand(const Commands& c) {
         "replica count itself (search.replicas)\n",
         config.model.replicas);
   }
+  // Held until the command returns: the answer and summary.md are written under it too.
+  const std::unique_ptr<search::RunLock> lock =
+      LockOutputDirectory(config.output.directory, std::cout);
   try {
     search::RunDirectory::CheckUsable(config.output.directory, c.resume);
   } catch (const search::RunDirectoryError& error) {

@@ -249,6 +249,21 @@ std::string DescribeSetup(const SearchSetup& s) {
                      s.setup_seconds);
 }
 
+std::unique_ptr<search::RunLock> LockOutputDirectory(const std::filesystem::path& directory,
+                                                     std::ostream& log) {
+  std::unique_ptr<search::RunLock> lock;
+  try {
+    lock = std::make_unique<search::RunLock>(directory);
+  } catch (const search::RunLockHeld& held) {
+    throw InputError(held.what());
+  }
+  if (const std::optional<pid_t> dead = lock->taken_over_from()) {
+    log << fmt::format("note: took over {}, left by process {} (no longer running)\n",
+                       lock->file().string(), *dead);
+  }
+  return lock;
+}
+
 std::string DescribeReplicas(const search::ReplicatedModel& model) {
   if (model.micro_batches > 1) {
     return fmt::format("{} micro-batches of {}", model.micro_batches,
