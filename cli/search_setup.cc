@@ -16,6 +16,7 @@
 #include "graph/micro_batches.h"
 #include "placer/baselines/baselines.h"
 #include "placer/baselines/pipeline.h"
+#include "placer/verifier.h"
 #include "runtime/cluster/worker_pool.h"
 #include "runtime/measured_evaluator.h"
 #include "runtime/profiler.h"
@@ -247,6 +248,17 @@ std::string DescribeSetup(const SearchSetup& s) {
   return fmt::format("models of {} replicas ({} ops){}, {} warm starts, set-up {:.1f} s",
                      fmt::join(counts, "/"), fmt::join(ops, "/"), pipelines, s.WarmStarts().size(),
                      s.setup_seconds);
+}
+
+search::RoundOptions RoundOptionsFor(const SearchSetup& setup) {
+  return search::RoundsFor(setup.judge(), {.min_rounds = setup.config.search.verify_rounds,
+                                           .max_rounds = setup.config.search.verify_max_rounds});
+}
+
+search::Simplicity SimplicityOf(const std::string& method) {
+  if (method.starts_with("single device")) return search::Simplicity::kSingleDevice;
+  if (method.starts_with("data parallel")) return search::Simplicity::kDataParallel;
+  return search::Simplicity::kOther;
 }
 
 std::unique_ptr<search::RunLock> LockOutputDirectory(const std::filesystem::path& directory,
