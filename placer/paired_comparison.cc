@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <random>
 
 namespace placer::search {
@@ -26,18 +27,56 @@ double Quantile(const std::vector<double>& sorted, double q) {
   return sorted[below] + (at - static_cast<double>(below)) * (sorted[above] - sorted[below]);
 }
 
-}  // namespace
-
-PairedRatio CompareRounds(std::span<const double> candidate, std::span<const double> reference,
-                          const BootstrapOptions& options) {
-  // The mean of log ratios, not their median: with the few rounds a measurement affords (three
-  // by default) a median takes one of the measured values only, and so does its bootstrap.
+// log(candidate / reference) of every round that measured both.
+std::vector<double> LogRatios(std::span<const double> candidate,
+                              std::span<const double> reference) {
   std::vector<double> logs;
   for (size_t r = 0; r < std::min(candidate.size(), reference.size()); ++r) {
     if (Measured(candidate[r]) && Measured(reference[r])) {
       logs.push_back(std::log(candidate[r] / reference[r]));
     }
   }
+  return logs;
+}
+
+// What the entrants are ranked by. The extra rounds measure the contenders only, and one that
+// was not tied for a round or two missed those: the geometric means of their own rounds would
+// then compare rounds of different drift. Each entrant's step time over an anchor measured in
+// every round (a reference: data parallelism, else a single device), paired by round, cancels
+// it; without a reference, the geometric mean of its own rounds. NaN: never valid.
+std::vector<double> Estimates(const std::vector<Entrant>& entrants) {
+  std::optional<size_t> anchor;
+  auto valid_rounds = [&](size_t i) {
+    return std::count_if(entrants[i].rounds.begin(), entrants[i].rounds.end(), Measured);
+  };
+  for (size_t i = 0; i < entrants.size(); ++i) {
+    if (entrants[i].simplicity == Simplicity::kOther || valid_rounds(i) == 0) continue;
+    if (!anchor || valid_rounds(i) > valid_rounds(*anchor) ||
+        (valid_rounds(i) == valid_rounds(*anchor) &&
+         entrants[i].simplicity > entrants[*anchor].simplicity)) {
+      anchor = i;
+    }
+  }
+  std::vector<double> estimates;
+  for (const Entrant& e : entrants) {
+    if (!anchor) {
+      estimates.push_back(GeometricMean(e.rounds));
+      continue;
+    }
+    const std::vector<double> logs = LogRatios(e.rounds, entrants[*anchor].rounds);
+    estimates.push_back(logs.empty() ? std::numeric_limits<double>::quiet_NaN()
+                                     : std::exp(Mean(logs)));
+  }
+  return estimates;
+}
+
+}  // namespace
+
+PairedRatio CompareRounds(std::span<const double> candidate, std::span<const double> reference,
+                          const BootstrapOptions& options) {
+  // The mean of log ratios, not their median: with the few rounds a measurement affords (three
+  // by default) a median takes one of the measured values only, and so does its bootstrap.
+  const std::vector<double> logs = LogRatios(candidate, reference);
   PairedRatio out;
   out.rounds = static_cast<int>(logs.size());
   if (logs.empty()) return out;
@@ -101,8 +140,7 @@ Standing Rank(const std::vector<Entrant>& entrants, const BootstrapOptions& opti
   Standing s;
   s.to_fastest.resize(entrants.size());
   s.tied.assign(entrants.size(), false);
-  std::vector<double> estimate;
-  for (const Entrant& e : entrants) estimate.push_back(GeometricMean(e.rounds));
+  const std::vector<double> estimate = Estimates(entrants);
   for (size_t i = 0; i < entrants.size(); ++i) {
     if (!entrants[i].may_answer || std::isnan(estimate[i])) continue;
     if (!s.fastest || estimate[i] < estimate[*s.fastest]) s.fastest = i;

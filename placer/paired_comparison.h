@@ -62,8 +62,10 @@ struct Entrant {
 };
 
 struct Standing {
-  std::optional<size_t> fastest;  // the lowest geometric mean among those that may answer
-  std::optional<size_t> answer;   // the simplest tied with it (the fastest on equal simplicity)
+  // Among those that may answer, the lowest step time over a reference's (data parallelism's,
+  // else a single device's) paired by round; without a reference, the lowest geometric mean.
+  std::optional<size_t> fastest;
+  std::optional<size_t> answer;  // the simplest tied with it (the fastest on equal simplicity)
   std::vector<PairedRatio> to_fastest;  // per entrant (ratio 0 when it has no valid round)
   std::vector<bool> tied;  // per entrant: not reliably slower than the fastest (the fastest too)
   // No other entrant that may answer is tied with the fastest: more rounds would change nothing.

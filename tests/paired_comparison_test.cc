@@ -137,6 +137,23 @@ TEST(PairedComparisonTest, RowsThatMayNotAnswerAreRankedAgainstTheFastestButNeve
   EXPECT_EQ(s.to_fastest[2].rounds, 0);
 }
 
+TEST(PairedComparisonTest, EntrantsMeasuredInDifferentRoundsRankByTheirRatioToAReference) {
+  // The machine slows down twofold after round 2; the placement 10% faster than data parallelism
+  // was measured throughout, the one 5% faster only before: by the geometric means of their own
+  // rounds the second would look faster.
+  const std::vector<double> drift = {1, 1, 1, 2, 2, 2};
+  std::vector<double> dp, ten, five;
+  for (size_t r = 0; r < drift.size(); ++r) {
+    dp.push_back(0.1 * drift[r]);
+    ten.push_back(0.09 * drift[r]);
+    five.push_back(r < 3 ? 0.095 * drift[r] : kNaN);
+  }
+  ASSERT_GT(GeometricMean(ten), GeometricMean(five));
+  const Standing s = Rank({Of(dp, Simplicity::kDataParallel), Of(ten), Of(five)});
+  EXPECT_EQ(s.fastest, 1u);
+  EXPECT_EQ(Classify(s.to_fastest[2]), Versus::kSlower);
+}
+
 // A judge of fixed step times, each round's drift and noise applied, that counts what it measures.
 struct FakeJudge {
   std::vector<double> seconds;
