@@ -13,6 +13,7 @@
 #include "cli/pipeline_row.h"
 #include "cli/report_pictures.h"
 #include "cli/search_setup.h"
+#include "cli/verdict.h"
 #include "graph/micro_batches.h"
 #include "placer/report.h"
 #include "placer/search.h"
@@ -63,6 +64,8 @@ search::ReportRow RowOf(const Pending& p, const search::SideBySideResult* judged
 int RunCompareCommand(const Commands& c) {
   config::Config config = config::LoadConfig(c.config_path);
   if (!c.output_directory.empty()) config.output.directory = c.output_directory;
+  const std::unique_ptr<search::RunLock> lock =
+      LockOutputDirectory(config.output.directory, std::cout);
   std::unique_ptr<SearchSetup> setup = BuildSearchSetup(config, std::cout);
   const search::ActionSpace& space = setup->simulated->space();
   search::ComparisonReport report;
@@ -128,7 +131,8 @@ int RunCompareCommand(const Commands& c) {
                      "no valid placement found", random.wall_seconds, random.evaluations});
   // The search's answer. Judged by a measured evaluator, it is the fastest, side by side, of its
   // best few candidates and the baselines it started from (a simulator's favourite can lose on
-  // the machine); judged by the simulator, its best candidate.
+  // the machine), or the simplest of those statistically tied with it; judged by the simulator,
+  // its best candidate (or a simpler baseline exactly as fast).
   const size_t answers =
       setup->measured ? std::min<size_t>(learned.elite.size(),
                                          static_cast<size_t>(config.search.verify_candidates))
@@ -149,33 +153,53 @@ int RunCompareCommand(const Commands& c) {
     }
   }
 
+  // Each row's role in the ranking: the answer is one of the learned rows or of the baselines the
+  // search started from (random search and the ablations are not); single devices and data
+  // parallelism are the simple answers a tied row gives way to.
   std::vector<search::Candidate> candidates;
   std::vector<std::optional<size_t>> slot;
-  for (const Pending& p : pending) {
+  std::vector<search::Role> roles;
+  std::vector<std::string> methods;
+  for (size_t i = 0; i < pending.size(); ++i) {
+    const Pending& p = pending[i];
     slot.push_back(p.candidate ? std::optional(candidates.size()) : std::nullopt);
-    if (p.candidate) candidates.push_back(*p.candidate);
+    if (!p.candidate) continue;
+    candidates.push_back(*p.candidate);
+    methods.push_back(p.method);
+    const bool starting_baseline = p.kind == Kind::kBaseline && i < setup->baselines.size();
+    roles.push_back({starting_baseline ? SimplicityOf(p.method) : search::Simplicity::kOther,
+                     starting_baseline || p.kind == Kind::kLearned});
   }
-  const int rounds = search::RoundsFor(setup->judge());
-  std::cout << fmt::format("judging {} placements side by side, {} round{}\n", candidates.size(),
-                           rounds, rounds == 1 ? "" : "s");
-  const std::vector<search::SideBySideResult> judged =
-      search::SideBySide(setup->judge(), candidates, rounds);
+  const search::RoundOptions round_options = RoundOptionsFor(*setup);
+  std::cout << fmt::format(
+      "judging {} placements side by side, {}\n", candidates.size(),
+      round_options.max_rounds <= 1
+          ? std::string("1 round")
+          : fmt::format("{} rounds, up to {} for the rows tied with the fastest",
+                        round_options.min_rounds, round_options.max_rounds));
+  const search::SideBySideVerdict verdict =
+      search::SideBySide(setup->judge(), candidates, roles, round_options);
+  const std::vector<search::SideBySideResult>& judged = verdict.results;
+  const std::vector<ReferenceRatios> ratios =
+      RatiosToReferences(FindReferences(roles, verdict), verdict);
+  auto row_of = [&](const Pending& p, std::optional<size_t> at) {
+    search::ReportRow row = RowOf(p, at ? &judged[*at] : nullptr, *setup);
+    if (at) {
+      row.to_data_parallel = ratios[*at].to_data_parallel;
+      row.to_best_single = ratios[*at].to_best_single;
+      row.tie = TieMark(verdict, *at);
+    }
+    return row;
+  };
 
   // One learned row: the fastest of its candidates and of the warm starts (baselines with a
-  // candidate, random search excluded: the search did not start from it).
+  // candidate, random search excluded: the search did not start from it), or the simplest of
+  // those tied with it.
   std::optional<size_t> answer;
   for (size_t i = 0; i < pending.size(); ++i) {
-    const bool eligible = pending[i].kind == Kind::kLearned ||
-                          (pending[i].kind == Kind::kBaseline && i < setup->baselines.size());
-    if (!eligible || !slot[i] || !judged[*slot[i]].result.valid) continue;
-    if (!answer ||
-        judged[*slot[i]].result.step_seconds < judged[*slot[*answer]].result.step_seconds) {
-      answer = i;
-    }
+    if (slot[i] && slot[i] == verdict.answer) answer = i;
   }
-  for (size_t i = 0; i < first_answer; ++i) {
-    report.rows.push_back(RowOf(pending[i], slot[i] ? &judged[*slot[i]] : nullptr, *setup));
-  }
+  for (size_t i = 0; i < first_answer; ++i) report.rows.push_back(row_of(pending[i], slot[i]));
   std::optional<search::PlacementPicture> pipeline_picture;
   // The pipeline baseline's row. Simulated, it tries micro-batch counts up to 32 on micro-batched
   // graphs of its own; measured, it is its stages at the search's micro-batch count and schedule
@@ -198,15 +222,15 @@ int RunCompareCommand(const Commands& c) {
                 0,
                 0,
                 true};
-    const search::SideBySideResult* result = nullptr;
+    std::optional<size_t> result;
     if (fastest) {
       const search::Candidate& stages = *pending[*fastest].candidate;
       row.method = fmt::format("pipeline (M = {}, {}, measured)", stages.micro_batches,
                                graph::ToString(stages.schedule));
       row.candidate = pending[*fastest].candidate;
-      result = &judged[*slot[*fastest]];
+      result = slot[*fastest];
     }
-    report.rows.push_back(RowOf(row, result, *setup));
+    report.rows.push_back(row_of(row, result));
   } else {
     PipelineRow pipeline = PipelineRowFor(*setup, config.output.directory);
     for (const std::string& line : pipeline.log) std::cout << line << '\n';
@@ -226,7 +250,8 @@ int RunCompareCommand(const Commands& c) {
       learned_row.method = fmt::format("learned (= {})", pending[*answer].method);
     }
   }
-  report.rows.push_back(RowOf(learned_row, answer ? &judged[*slot[*answer]] : nullptr, *setup));
+  report.rows.push_back(row_of(learned_row, answer ? slot[*answer] : std::nullopt));
+  report.answer = DescribeAnswer(methods, verdict, ratios, learned_row.method);
 
   // The report's pictures: the learned placement and the fastest baseline, their schedules and
   // the devices of their groups (cli/report_pictures.h).

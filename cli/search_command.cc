@@ -12,6 +12,7 @@
 
 #include "cli/model_factory.h"
 #include "cli/search_setup.h"
+#include "cli/verdict.h"
 #include "placer/run_directory.h"
 #include "placer/search.h"
 #include "placer/verifier.h"
@@ -29,37 +30,49 @@ void OnSignal(int signal) {
   std::signal(signal, SIG_DFL);
 }
 
+// A row of the closing table: a judged candidate (its index among those judged side by side), or
+// a baseline without a placement and why.
 struct Row {
   std::string method;
-  const search::Candidate* candidate = nullptr;  // null: no placement (error)
-  search::SideBySideResult judged;
+  std::optional<size_t> judged;
   std::string error;
 };
 
 std::string Spread(const std::vector<double>& rounds) {
-  if (rounds.size() < 2) return "";
-  const auto [low, high] = std::minmax_element(rounds.begin(), rounds.end());
+  std::vector<double> valid;
+  for (double s : rounds) {
+    if (std::isfinite(s)) valid.push_back(s);
+  }
+  if (valid.size() < 2) return "";
+  const auto [low, high] = std::minmax_element(valid.begin(), valid.end());
   return fmt::format("{:.2f}-{:.2f}", *low * 1e3, *high * 1e3);
 }
 
-std::string SummaryTable(const std::vector<Row>& rows, double reference_seconds) {
+// One line per row: step time (the geometric mean of its rounds), the range of its rounds, its
+// step time over data parallelism's and over the best single device's with their 95% intervals
+// (paired by round), and whether it is the fastest or tied with it.
+std::string SummaryTable(const std::vector<Row>& rows, const search::SideBySideVerdict& verdict,
+                         const std::vector<ReferenceRatios>& ratios) {
   std::ostringstream out;
-  out << fmt::format("| {:<44} | {:>11} | {:>15} | {:>15} |\n", "placement", "step time",
-                     "rounds (ms)", "vs best single");
-  out << fmt::format("|{:-<46}|{:->13}|{:->17}|{:->17}|\n", "", ":", ":", ":");
+  out << fmt::format("| {:<44} | {:>11} | {:>15} | {:>22} | {:>22} | {:<7} |\n", "placement",
+                     "step time", "rounds (ms)", "time / data parallel", "time / best single",
+                     "tie");
+  out << fmt::format("|{:-<46}|{:->13}|{:->17}|{:->24}|{:->24}|{:-<9}|\n", "", ":", ":", ":", ":",
+                     "");
   for (const Row& row : rows) {
-    const runtime::EvaluationResult& r = row.judged.result;
-    if (row.candidate != nullptr && r.valid) {
-      // No valid single device (a memory limit only pipelines fit): no ratio.
-      const std::string ratio = std::isfinite(reference_seconds)
-                                    ? fmt::format("{:.3f}x", reference_seconds / r.step_seconds)
-                                    : "-";
-      out << fmt::format("| {:<44} | {:>8.3f} ms | {:>15} | {:>15} |\n", row.method,
-                         r.step_seconds * 1e3, Spread(row.judged.round_seconds), ratio);
+    const runtime::EvaluationResult* r =
+        row.judged ? &verdict.results[*row.judged].result : nullptr;
+    if (r != nullptr && r->valid) {
+      const size_t i = *row.judged;
+      out << fmt::format("| {:<44} | {:>8.3f} ms | {:>15} | {:>22} | {:>22} | {:<7} |\n",
+                         row.method, r->step_seconds * 1e3,
+                         Spread(verdict.results[i].round_seconds),
+                         search::FormatRatio(ratios[i].to_data_parallel),
+                         search::FormatRatio(ratios[i].to_best_single), TieMark(verdict, i));
     } else {
-      const std::string reason = row.candidate != nullptr ? r.invalid_reason : row.error;
-      out << fmt::format("| {:<44} | {:>11} | {:>33} |\n", row.method, "invalid",
-                         reason.substr(0, 33));
+      const std::string reason = r != nullptr ? r->invalid_reason : row.error;
+      out << fmt::format("| {:<44} | {:>11} | {:<89} |\n", row.method, "invalid",
+                         reason.substr(0, 89));
     }
   }
   return out.str();
@@ -76,6 +89,9 @@ int RunSearchCommand(const Commands& c) {
         "replica count itself (search.replicas)\n",
         config.model.replicas);
   }
+  // Held until the command returns: the answer and summary.md are written under it too.
+  const std::unique_ptr<search::RunLock> lock =
+      LockOutputDirectory(config.output.directory, std::cout);
   try {
     search::RunDirectory::CheckUsable(config.output.directory, c.resume);
   } catch (const search::RunDirectoryError& error) {
@@ -136,7 +152,8 @@ int RunSearchCommand(const Commands& c) {
                            outcome.steps, outcome.evaluations, outcome.wall_seconds);
 
   // The answer: the search's best few candidates and every baseline, judged again side by side
-  // by the config's evaluator (measured: interleaved rounds); the fastest of them all.
+  // by the config's evaluator (measured: interleaved rounds, compared round by round); the
+  // fastest of them all, or the simplest of the rows statistically tied with it.
   std::vector<search::Candidate> candidates;
   std::vector<std::string> learned_names;
   const size_t learned = std::min<size_t>(
@@ -153,63 +170,74 @@ int RunSearchCommand(const Commands& c) {
   // one the simulator ranked lower).
   const std::vector<search::NamedCandidate> derived = DerivedWarmStarts(*setup);
   for (const search::NamedCandidate& warm : derived) candidates.push_back(warm.candidate);
-  const int rounds = search::RoundsFor(setup->judge());
-  std::cout << fmt::format("judging {} placements side by side ({} round{})\n", candidates.size(),
-                           rounds, rounds == 1 ? "" : "s");
-  const std::vector<search::SideBySideResult> judged =
-      search::SideBySide(setup->judge(), candidates, rounds);
+  // Each row's role: the baselines that are a single device or data parallelism are the simple
+  // answers a tied row gives way to; a learned candidate that is one of them takes its role.
+  std::vector<std::string> methods;
+  std::vector<search::Role> roles;
+  for (size_t k = 0; k < learned; ++k) {
+    methods.push_back(fmt::format("candidate {} (found by {})", k + 1, learned_names[k]));
+    roles.push_back({});
+  }
+  for (const Baseline& b : setup->baselines) {
+    if (!b.candidate) continue;
+    methods.push_back(b.name);
+    roles.push_back({SimplicityOf(b.name)});
+  }
+  for (const search::NamedCandidate& warm : derived) {
+    methods.push_back("warm start: " + warm.name);
+    roles.push_back({});
+  }
+  const search::RoundOptions round_options = RoundOptionsFor(*setup);
+  std::cout << fmt::format(
+      "judging {} placements side by side ({})\n", candidates.size(),
+      round_options.max_rounds <= 1
+          ? std::string("1 round")
+          : fmt::format("{} rounds, up to {} for the rows tied with the fastest",
+                        round_options.min_rounds, round_options.max_rounds));
+  const search::SideBySideVerdict verdict =
+      search::SideBySide(setup->judge(), candidates, roles, round_options);
+  const std::vector<ReferenceRatios> ratios =
+      RatiosToReferences(FindReferences(roles, verdict), verdict);
 
   std::vector<Row> rows;
   size_t next = 0;
-  std::optional<size_t> winner;  // over every row: the learned ones and the baselines
-  for (size_t k = 0; k < learned; ++k, ++next) {
-    rows.push_back({fmt::format("candidate {} (found by {})", k + 1, learned_names[k]),
-                    &candidates[next], judged[next], ""});
-  }
+  for (size_t k = 0; k < learned; ++k, ++next) rows.push_back({methods[next], next, ""});
   for (const Baseline& b : setup->baselines) {
     if (b.candidate) {
-      rows.push_back({b.name, &candidates[next], judged[next], ""});
-      ++next;
+      rows.push_back({b.name, next++, ""});
     } else {
-      rows.push_back({b.name, nullptr, {}, b.error});
+      rows.push_back({b.name, std::nullopt, b.error});
     }
   }
-  for (const search::NamedCandidate& warm : derived) {
-    rows.push_back({"warm start: " + warm.name, &candidates[next], judged[next], ""});
-    ++next;
-  }
-  double best_single = std::numeric_limits<double>::infinity();
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const runtime::EvaluationResult& r = rows[i].judged.result;
-    if (rows[i].candidate == nullptr || !r.valid) continue;
-    if (!winner || r.step_seconds < rows[*winner].judged.result.step_seconds) winner = i;
-    if (rows[i].method.starts_with("single device")) {
-      best_single = std::min(best_single, r.step_seconds);
-    }
-  }
-  if (winner) {
-    Row answer = rows[*winner];
-    answer.method = fmt::format("learned: {}", rows[*winner].method);
-    rows.insert(rows.begin(), answer);
-    const search::Candidate& best = *answer.candidate;
+  for (size_t k = 0; k < derived.size(); ++k, ++next) rows.push_back({methods[next], next, ""});
+  if (verdict.answer) {
+    const size_t answer = *verdict.answer;
+    rows.insert(rows.begin(), Row{fmt::format("learned: {}", methods[answer]), answer, ""});
+    const search::Candidate& best = candidates[answer];
     const search::ReplicatedModel& model = setup->judge().model(best);
     search::WriteBestPlacement(config.output.directory, model.graph,
                                setup->judge().PlacementOf(best), best.replicas, config.model.name(),
-                               answer.judged.result.step_seconds, setup->judge().name());
+                               verdict.results[answer].result.step_seconds, setup->judge().name());
   }
-  const std::string table = SummaryTable(rows, best_single);
+  const std::string table =
+      SummaryTable(rows, verdict, ratios) + '\n' + DescribeAnswer(methods, verdict, ratios);
   std::cout << '\n' << table;
   const std::string summary = fmt::format(
       "# placer search: {}\n\nDevices: {}. Evaluator: {}. Replica counts searched: {}. {} policy "
       "steps, {} evaluations, {:.1f} s of search (and {:.1f} s of set-up: models, {}baselines).\n"
-      "The first row is the answer: the fastest of the rows below, which were all judged again at "
-      "the end of the run, side by side ({} round{}, the median kept; 'rounds' gives the range "
-      "of the rounds).\n\n{}\nBest placement: best_placement.yaml (also .pb, .pbtxt). Log: "
+      "The first row is the answer: of the rows below, all judged again at the end of the run "
+      "side by side in the same rounds ({} round{} at most, the most for the rows tied with the "
+      "fastest; 'step time' is the geometric mean of a row's rounds, 'rounds' their range), the "
+      "fastest (paired round by round with data parallelism), or the simplest (single device, "
+      "then data parallelism) of the rows whose step time over the fastest's has a 95% interval "
+      "(a bootstrap of the rounds) that contains 1. The ratios to data parallelism and to the "
+      "best single device pair each round with theirs.\n\n{}\nBest "
+      "placement: best_placement.yaml (also .pb, .pbtxt). Log: "
       "search.csv. Curves: TensorBoard (events.out.tfevents.*).\n",
       config.model.name(), fmt::join(setup->names, ", "), setup->judge().name(),
       fmt::join(space.replica_counts(), ", "), outcome.steps, outcome.evaluations,
-      outcome.wall_seconds, setup->setup_seconds, setup->measured ? "profiles, " : "", rounds,
-      rounds == 1 ? "" : "s", table);
+      outcome.wall_seconds, setup->setup_seconds, setup->measured ? "profiles, " : "",
+      verdict.rounds, verdict.rounds == 1 ? "" : "s", table);
   graph::WriteFileAtomically(config.output.directory / "summary.md", summary);
   if (const std::string cluster = DescribeCluster(*setup); !cluster.empty()) {
     std::cout << '\n' << cluster << '\n';

@@ -18,6 +18,7 @@
 #include "graph/micro_batches.h"
 #include "placer/baselines/baselines.h"
 #include "placer/baselines/pipeline.h"
+#include "placer/verifier.h"
 #include "proto/message_auth.h"
 #include "runtime/cluster/worker_pool.h"
 #include "runtime/measured_evaluator.h"
@@ -294,6 +295,32 @@ std::string DescribeSetup(const SearchSetup& s) {
   return fmt::format("models of {} replicas ({} ops){}, {} warm starts, set-up {:.1f} s",
                      fmt::join(counts, "/"), fmt::join(ops, "/"), pipelines, s.WarmStarts().size(),
                      s.setup_seconds);
+}
+
+search::RoundOptions RoundOptionsFor(const SearchSetup& setup) {
+  return search::RoundsFor(setup.judge(), {.min_rounds = setup.config.search.verify_rounds,
+                                           .max_rounds = setup.config.search.verify_max_rounds});
+}
+
+search::Simplicity SimplicityOf(const std::string& method) {
+  if (method.starts_with("single device")) return search::Simplicity::kSingleDevice;
+  if (method.starts_with("data parallel")) return search::Simplicity::kDataParallel;
+  return search::Simplicity::kOther;
+}
+
+std::unique_ptr<search::RunLock> LockOutputDirectory(const std::filesystem::path& directory,
+                                                     std::ostream& log) {
+  std::unique_ptr<search::RunLock> lock;
+  try {
+    lock = std::make_unique<search::RunLock>(directory);
+  } catch (const search::RunLockHeld& held) {
+    throw InputError(held.what());
+  }
+  if (const std::optional<pid_t> dead = lock->taken_over_from()) {
+    log << fmt::format("note: took over {}, left by process {} (no longer running)\n",
+                       lock->file().string(), *dead);
+  }
+  return lock;
 }
 
 std::string DescribeReplicas(const search::ReplicatedModel& model) {

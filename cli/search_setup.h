@@ -15,7 +15,9 @@
 #include "placer/action_space.h"
 #include "placer/candidate_evaluator.h"
 #include "placer/config/config.h"
+#include "placer/paired_comparison.h"
 #include "placer/run_directory.h"
+#include "placer/run_lock.h"
 #include "placer/search.h"
 #include "runtime/device.h"
 #include "runtime/evaluator.h"
@@ -101,6 +103,19 @@ search::RunIdentity RunIdentityFor(const SearchSetup& setup);
 // The warm starts that are no baseline's row, for the final side-by-side judgement: `scaled_out`,
 // then, with a measured judge, `pipelined`.
 std::vector<search::NamedCandidate> DerivedWarmStarts(const SearchSetup& setup);
+
+// The closing side-by-side's rounds: search.verify_rounds to search.verify_max_rounds measured,
+// one simulated.
+search::RoundOptions RoundOptionsFor(const SearchSetup& setup);
+// A row's role by its method's name: "single device ..." and "data parallel ..." are the simple
+// placements an answer that is not reliably faster gives way to.
+search::Simplicity SimplicityOf(const std::string& method);
+
+// The output directory's lock for the run's life (placer/run_lock.h), taken before any costly
+// work; a lock left by a dead process is taken over, and said on `log`. Throws InputError (exit
+// 2) naming the directory and the holder's PID when another run holds it.
+std::unique_ptr<search::RunLock> LockOutputDirectory(const std::filesystem::path& directory,
+                                                     std::ostream& log);
 
 // "2 replicas (128/128)" or "1 replica".
 std::string DescribeReplicas(const search::ReplicatedModel& model);

@@ -34,6 +34,15 @@ std::string Ratio(double reference, double value) {
   return std::isfinite(reference) && value > 0 ? fmt::format("{:.3f}x", reference / value) : "-";
 }
 
+// A row's step time over a reference's: paired by round with its interval when the row was judged
+// side by side, else the ratio of the step times.
+std::string TimeRatio(const PairedRatio& paired, double reference, const ReportRow& row) {
+  if (paired.rounds > 0) return FormatRatio(paired);
+  return std::isfinite(reference) && row.step_seconds > 0
+             ? fmt::format("{:.3f}", row.step_seconds / reference)
+             : "-";
+}
+
 std::string Seconds(double s) {
   if (s <= 0) return "-";
   if (s < 1e-3) return fmt::format("{:.0f} us", s * 1e6);
@@ -175,17 +184,18 @@ LearnedVersusBest CompareLearned(const ComparisonReport& r) {
 std::string ReportTable(const ComparisonReport& r) {
   References refs = ReferencesOf(r);
   std::ostringstream out;
-  out << fmt::format("{:<30} {:>11} {:>10} {:>10} {:>12} {:>22}\n", "method", "step time",
-                     "vs single", "vs DP", "to produce", "peak memory");
+  // Step-time ratios (below 1: faster than the reference), with their 95% intervals.
+  out << fmt::format("{:<30} {:>11} {:>22} {:>22} {:<7} {:>12} {:>22}\n", "method", "step time",
+                     "time / best single", "time / DP", "tie", "to produce", "peak memory");
   for (const ReportRow& row : r.rows) {
     if (!row.valid) {
       out << fmt::format("{:<30} {:>11} {}\n", row.method, "invalid", row.invalid_reason);
       continue;
     }
-    out << fmt::format("{:<30} {:>11} {:>10} {:>10} {:>12} {:>22}\n", row.method,
-                       Seconds(row.step_seconds), Ratio(refs.single, row.step_seconds),
-                       Ratio(refs.data_parallel, row.step_seconds), Seconds(row.seconds_to_produce),
-                       Memory(row.peak_memory_bytes));
+    out << fmt::format("{:<30} {:>11} {:>22} {:>22} {:<7} {:>12} {:>22}\n", row.method,
+                       Seconds(row.step_seconds), TimeRatio(row.to_best_single, refs.single, row),
+                       TimeRatio(row.to_data_parallel, refs.data_parallel, row), row.tie,
+                       Seconds(row.seconds_to_produce), Memory(row.peak_memory_bytes));
   }
   if (r.lower_bound_seconds > 0) {
     out << fmt::format(
@@ -197,6 +207,7 @@ std::string ReportTable(const ComparisonReport& r) {
     if (!row.placement.empty()) out << fmt::format("{}: {}\n", row.method, row.placement);
   }
   if (const std::string verdict = Verdict(r); !verdict.empty()) out << verdict << '\n';
+  out << r.answer;
   return out.str();
 }
 
@@ -208,20 +219,23 @@ std::string ReportMarkdown(const ComparisonReport& r) {
       "was evaluated by that evaluator in this run.\n\n",
       r.model, fmt::join(r.devices, ", "), r.evaluator);
   out << "| method | step time | speed-up vs best single device | vs data parallel | step time / "
-         "lower bound | time to produce | valid | peak memory per device |\n";
-  out << "| --- | ---: | ---: | ---: | ---: | ---: | --- | --- |\n";
+         "data parallel [95% interval] | tie | step time / lower bound | time to produce | valid | "
+         "peak memory per device |\n";
+  out << "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | --- | --- |\n";
   for (const ReportRow& row : r.rows) {
     if (!row.valid) {
-      out << fmt::format("| {} | - | - | - | - | {} | no: {} | - |\n", row.method,
+      out << fmt::format("| {} | - | - | - | - | | - | {} | no: {} | - |\n", row.method,
                          Seconds(row.seconds_to_produce), row.invalid_reason);
       continue;
     }
-    out << fmt::format(
-        "| {} | {} | {} | {} | {} | {} | yes | {} |\n", row.method, Seconds(row.step_seconds),
-        Ratio(refs.single, row.step_seconds), Ratio(refs.data_parallel, row.step_seconds),
-        r.lower_bound_seconds > 0 ? fmt::format("{:.2f}", row.step_seconds / r.lower_bound_seconds)
-                                  : "-",
-        Seconds(row.seconds_to_produce), Memory(row.peak_memory_bytes));
+    out << fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | yes | {} |\n", row.method,
+                       Seconds(row.step_seconds), Ratio(refs.single, row.step_seconds),
+                       Ratio(refs.data_parallel, row.step_seconds),
+                       TimeRatio(row.to_data_parallel, refs.data_parallel, row), row.tie,
+                       r.lower_bound_seconds > 0
+                           ? fmt::format("{:.2f}", row.step_seconds / r.lower_bound_seconds)
+                           : "-",
+                       Seconds(row.seconds_to_produce), Memory(row.peak_memory_bytes));
   }
   if (r.lower_bound_seconds > 0) {
     out << fmt::format(
@@ -229,6 +243,7 @@ std::string ReportMarkdown(const ComparisonReport& r) {
         "fastest devices with free communication, and of the total work over the devices).\n",
         Seconds(r.lower_bound_seconds));
   }
+  if (!r.answer.empty()) out << "\n```\n" << r.answer << "```\n";
   if (const std::string verdict = Verdict(r); !verdict.empty()) {
     out << "\n"
         << verdict << ". Baselines: single devices, data parallelism, the expert, the "
@@ -288,19 +303,34 @@ std::string ReportHtml(const ComparisonReport& r) {
   // The same table as report.md.
   References refs = ReferencesOf(r);
   out << "<h2>Table</h2><table><tr><th>method</th><th>step time</th><th>vs best single</th>"
-         "<th>vs data parallel</th><th>time to produce</th><th>valid</th><th>peak memory</th></tr>";
+         "<th>vs data parallel</th><th>step time / data parallel [95% interval]</th><th>tie</th>"
+         "<th>time to produce</th><th>valid</th><th>peak memory</th></tr>";
   for (const ReportRow& row : r.rows) {
     out << "<tr><td>" << EscapeXml(row.method) << "</td><td>"
         << (row.valid ? Seconds(row.step_seconds) : "-") << "</td><td>"
         << (row.valid ? Ratio(refs.single, row.step_seconds) : "-") << "</td><td>"
         << (row.valid ? Ratio(refs.data_parallel, row.step_seconds) : "-") << "</td><td>"
-        << Seconds(row.seconds_to_produce) << "</td><td>"
+        << (row.valid ? TimeRatio(row.to_data_parallel, refs.data_parallel, row) : "-")
+        << "</td><td>" << row.tie << "</td><td>" << Seconds(row.seconds_to_produce) << "</td><td>"
         << (row.valid ? "yes" : EscapeXml("no: " + row.invalid_reason)) << "</td><td>"
         << Memory(row.peak_memory_bytes) << "</td></tr>";
   }
-  out << "</table></body></html>\n";
+  out << "</table>";
+  if (!r.answer.empty()) out << "<pre>" << EscapeXml(r.answer) << "</pre>";
+  out << "</body></html>\n";
   return out.str();
 }
+
+namespace {
+
+// Null for a row not judged side by side.
+nlohmann::json RatioJson(const PairedRatio& ratio) {
+  if (ratio.rounds == 0) return nullptr;
+  return {
+      {"ratio", ratio.ratio}, {"low", ratio.low}, {"high", ratio.high}, {"rounds", ratio.rounds}};
+}
+
+}  // namespace
 
 std::string ReportJson(const ComparisonReport& r) {
   nlohmann::json rows = nlohmann::json::array();
@@ -316,7 +346,10 @@ std::string ReportJson(const ComparisonReport& r) {
                     {"evaluations", row.evaluations},
                     {"placement", row.placement},
                     {"hybrid", row.hybrid},
-                    {"peak_memory_bytes", row.peak_memory_bytes}});
+                    {"peak_memory_bytes", row.peak_memory_bytes},
+                    {"to_data_parallel", RatioJson(row.to_data_parallel)},
+                    {"to_best_single", RatioJson(row.to_best_single)},
+                    {"tie", row.tie}});
   }
   nlohmann::json pictures = nlohmann::json::array();
   for (const PlacementPicture& p : r.pictures) {
@@ -333,7 +366,8 @@ std::string ReportJson(const ComparisonReport& r) {
                          {"rows", rows},
                          {"pictures", pictures},
                          {"learned_over_best_other", verdict.ratio},
-                         {"best_other", verdict.best_other}};
+                         {"best_other", verdict.best_other},
+                         {"answer", r.answer}};
   return json.dump(2) + "\n";
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "placer/paired_comparison.h"
 #include "placer/report_svg.h"
 #include "placer/search.h"
 
@@ -26,6 +27,12 @@ struct ReportRow {
   int evaluations = 0;                     // searches: distinct candidates judged
   std::string placement;                   // what the placement is, in a few words
   bool hybrid = false;                     // data and model parallelism at once (IsHybrid)
+  // Rows judged in the closing side-by-side: the step time over data parallelism's and over the
+  // best single device's, paired by round (rounds 0 for other rows: the ratio of step times
+  // then), and "fastest", "tied" (with the fastest) or "".
+  PairedRatio to_data_parallel;
+  PairedRatio to_best_single;
+  std::string tie;
 };
 
 struct ComparisonReport {
@@ -37,6 +44,7 @@ struct ComparisonReport {
   std::vector<CurvePoint> learned_curve;
   std::vector<CurvePoint> random_curve;
   std::vector<PlacementPicture> pictures;  // the learned placement's and the best baseline's
+  std::string answer;  // what the learned row is and why, with its tie stated (cli/verdict.h)
 };
 
 // Speed-ups are relative to the best valid single-device row and to the data-parallel row (rows

@@ -6,6 +6,7 @@
 //                              atomically every few steps and at the end
 //   best_placement.yaml/.pb/.pbtxt   the best placement so far (at checkpoints and at the end)
 //   events.out.tfevents.*      TensorBoard curves
+//   .lock                      while a run uses the directory: its PID (placer/run_lock.h)
 // and, when asked, a live progress line on stderr. What is written per candidate does not grow
 // with the number of candidates judged before (no whole cache rewritten at every checkpoint).
 #pragma once

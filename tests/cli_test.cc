@@ -70,6 +70,11 @@ TEST(CliTest, SimulatedSearchWritesItsOutputsAndRefusesToOverwriteThem) {
   Result r = RunPlacer("search --config " + path);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, AllOf(HasSubstr("learned: "), HasSubstr("data parallel (128/128)")));
+  // The closing side-by-side of a simulator: one round, ratios without intervals, and the answer
+  // against data parallelism in words.
+  EXPECT_THAT(r.output, ::testing::ContainsRegex("\nanswer: [^\n]*1 round\\)"));
+  EXPECT_THAT(r.output, ::testing::ContainsRegex(
+                            "\nanswer vs data parallelism: [0-9.]+: (faster|tied|slower)\n"));
   for (const char* file : {"best_placement.yaml", "best_placement.pb", "best_placement.pbtxt",
                            "search.csv", "summary.md", "checkpoint.pt"}) {
     EXPECT_TRUE(std::filesystem::exists(dir / file)) << file;
@@ -320,6 +325,10 @@ TEST(CliTest, AMeasuredSearchMeasuresPipelinesAndExportsOne) {
                     dir.string() + "\n");
   Result r = RunPlacer("search --config " + config);
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  // Measured: 3 rounds of every placement, more (up to 10) while the fastest is tied; nothing but
+  // pipelines fits, so there is no data-parallel row to compare with.
+  EXPECT_THAT(r.output, ::testing::ContainsRegex("\nanswer: [^\n]*(\\(|; )([3-9]|10) rounds\\)"));
+  EXPECT_THAT(r.output, HasSubstr("answer vs data parallelism: - (no valid data-parallel row)"));
   EXPECT_THAT(r.output, AllOf(HasSubstr("micro-batch counts 1/4/8"),
                               HasSubstr("profiling the training step with 8 micro-batches of 4"),
                               HasSubstr("warm start: pipeline (contiguous stages), M = 8, 1f1b")));

@@ -121,6 +121,18 @@ TEST(ConfigTest, GroupingDefaultsToCoarseningTo256Groups) {
   EXPECT_EQ(config.search.max_groups, 64);
 }
 
+// The closing side-by-side's rounds: 3, up to 10 while tied; a minimum above the default budget
+// raises the budget with it.
+TEST(ConfigTest, VerifyRoundsDefaultToThreeUpToTenAndTheBudgetFollowsTheMinimum) {
+  const Config defaults = ParseConfig(kMinimal, "defaults.yaml");
+  EXPECT_EQ(defaults.search.verify_rounds, 3);
+  EXPECT_EQ(defaults.search.verify_max_rounds, 10);
+  const Config raised =
+      ParseConfig(std::string(kMinimal) + "search:\n  verify_rounds: 12\n", "raised.yaml");
+  EXPECT_EQ(raised.search.verify_rounds, 12);
+  EXPECT_EQ(raised.search.verify_max_rounds, 12);
+}
+
 TEST(ConfigTest, AutoDevices) {
   const Config config = ParseConfig(std::string(kMinimal) + "devices: auto\n", "auto.yaml");
   EXPECT_TRUE(config.devices.automatic);
@@ -294,6 +306,11 @@ INSTANTIATE_TEST_SUITE_P(
                 "measurement.timed_steps", "must be >= 1, got 0"},
         BadCase{"NegativeTimeLimit", kM + "measurement:\n  time_limit_seconds: -2\n", 4,
                 "measurement.time_limit_seconds", "must be > 0, got -2"},
+        BadCase{"OneVerifyRound", kM + "search:\n  verify_rounds: 1\n", 4, "search.verify_rounds",
+                "must be >= 2, got 1"},
+        BadCase{"FewerMaxRoundsThanRounds",
+                kM + "search:\n  verify_rounds: 5\n  verify_max_rounds: 4\n", 5,
+                "search.verify_max_rounds", "must be >= 5, got 4"},
         BadCase{"ZeroCheckpointEvery", kM + "search:\n  seed: 2\n  checkpoint_every: 0\n", 5,
                 "search.checkpoint_every", "must be >= 1, got 0"},
         BadCase{"TinyImage", kM + "  lenet:\n    image_size: 8\n", 4, "model.lenet.image_size",

@@ -24,6 +24,7 @@
 #include "placer/refiner.h"
 #include "placer/run_directory.h"
 #include "placer/simulated_problem.h"
+#include "placer/verifier.h"
 #include "proto/writers.h"
 #include "runtime/executor.h"
 #include "runtime/micro_batches.h"
@@ -328,6 +329,36 @@ TEST(CandidateEvaluatorTest, ABatchIsJudgedAsOneByOne) {
   }
   EXPECT_FALSE(together.back().valid);
   EXPECT_THAT(together.back().invalid_reason, HasSubstr("3 replicas"));
+}
+
+// The closing side-by-side (placer/verifier.h) under a deterministic judge: one round, no
+// intervals; a placement listed twice answers by its simplest row (a learned candidate that is a
+// single device answers as that single device), and of placements exactly as fast the simplest
+// answers.
+TEST(VerifierTest, ADeterministicJudgeKeepsOneRoundAndTheSimplestOfEquallyFastRowsAnswers) {
+  TowersInstance instance(2);
+  const CandidateEvaluator& evaluator = *instance.problem.evaluator;
+  const RoundOptions rounds = RoundsFor(evaluator);
+  EXPECT_EQ(rounds.max_rounds, 1);
+  // A learned candidate that is device 1 alone, the two single devices, one tower per device.
+  const std::vector<Candidate> candidates = {instance.AllOn(1), instance.AllOn(0),
+                                             instance.AllOn(1), instance.OneTowerPerDevice()};
+  const std::vector<Role> roles = {
+      {}, {Simplicity::kSingleDevice}, {Simplicity::kSingleDevice}, {}};
+  const SideBySideVerdict towers = SideBySide(evaluator, candidates, roles, rounds);
+  EXPECT_EQ(towers.rounds, 1);
+  EXPECT_EQ(towers.fastest, 3u);
+  EXPECT_EQ(towers.answer, 3u) << "faster than both single devices: not tied, so it answers";
+  EXPECT_THAT(towers.tied, ::testing::ElementsAre(false, false, false, true));
+  EXPECT_FALSE(towers.to_fastest[0].has_interval());
+
+  const std::vector<Candidate> singles(candidates.begin(), candidates.begin() + 3);
+  const SideBySideVerdict alone = SideBySide(evaluator, singles, roles, rounds);
+  ASSERT_EQ(alone.results[0].result.step_seconds, alone.results[1].result.step_seconds)
+      << "two alike CPU workers simulate alike";
+  EXPECT_THAT(alone.tied, ::testing::Each(true));
+  EXPECT_EQ(alone.fastest, 0u);
+  EXPECT_EQ(alone.answer, 2u) << "device 1's single-device row, not the learned copy";
 }
 
 // Random candidates of every replica count, hybrids among them, run by the executor: every

@@ -454,7 +454,7 @@ SearchConfig ReadSearch(const Value& value) {
               "learning_rate", "entropy_weight",    "ppo_epochs",        "hidden_size",
               "temperature",   "tanh_clip",         "replicas",          "policy",
               "refinement",    "refinement_rounds", "verify_candidates", "grouping",
-              "max_groups",    "micro_batches"});
+              "max_groups",    "micro_batches",     "verify_rounds",     "verify_max_rounds"});
   SearchConfig search;
   ReadInteger(mapping, "policy_steps", 0, &search.policy_steps);
   ReadInteger(mapping, "samples_per_step", 2, &search.samples_per_step);
@@ -492,6 +492,13 @@ SearchConfig ReadSearch(const Value& value) {
   }
   ReadInteger(mapping, "refinement_rounds", 0, &search.refinement_rounds);
   ReadInteger(mapping, "verify_candidates", 1, &search.verify_candidates);
+  // Two rounds at least: one gives no interval to tell a tie from a win.
+  ReadInteger(mapping, "verify_rounds", 2, &search.verify_rounds);
+  search.verify_max_rounds = std::max(search.verify_max_rounds, search.verify_rounds);
+  ReadInteger(mapping, "verify_max_rounds", search.verify_rounds, &search.verify_max_rounds);
+  if (search.verify_max_rounds > 1000) {
+    mapping.Find("verify_max_rounds")->Fail("must be at most 1000");
+  }
   ReadChoice(mapping, "grouping", "grouping", kGroupingNames, &search.grouping);
   ReadInteger(mapping, "max_groups", 1, &search.max_groups);
   return search;

@@ -125,6 +125,11 @@ struct SearchConfig {
   bool refinement = true;        // search.refinement: refine by local search on the simulator
   int refinement_rounds = 1000;  // search.refinement_rounds: most rounds of the final refinement
   int verify_candidates = 5;     // search.verify_candidates: best candidates re-measured (measured)
+  // search.verify_rounds: interleaved rounds of every placement in the closing side-by-side
+  // (measured); search.verify_max_rounds: the budget, the rounds of the contenders while the
+  // fastest is statistically tied with another (placer/paired_comparison.h).
+  int verify_rounds = 3;
+  int verify_max_rounds = 10;
   // search.grouping: what the policy places, "op" (every forward op), "colocate" (the 2017
   // co-location rules) or "coarsen" (co-location, then merging by cost down to max_groups).
   graph::GroupingMethod grouping = graph::GroupingMethod::kCoarsen;

@@ -1,0 +1,47 @@
+// The closing side-by-side in words, for `search` and `compare`: every row's step time over data
+// parallelism's and over the best single device's (paired by round, with their intervals), the
+// rows tied with the fastest, and the answer with its tie stated.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "placer/paired_comparison.h"
+#include "placer/verifier.h"
+
+namespace placer::cli {
+
+struct ReferenceRatios {
+  search::PairedRatio to_data_parallel;  // rounds 0 when there is no valid data-parallel row
+  search::PairedRatio to_best_single;
+};
+
+// The references among the candidates of `verdict`, by their roles: the (first) data-parallel
+// row, and the valid single device with the lowest step time.
+struct References {
+  std::optional<size_t> data_parallel;
+  std::optional<size_t> best_single;
+};
+References FindReferences(const std::vector<search::Role>& roles,
+                          const search::SideBySideVerdict& verdict);
+
+// Per candidate of `verdict`.
+std::vector<ReferenceRatios> RatiosToReferences(const References& references,
+                                                const search::SideBySideVerdict& verdict);
+
+// "fastest", "tied" or "" for candidate i.
+std::string TieMark(const search::SideBySideVerdict& verdict, size_t i);
+
+// Lines saying what the answer is and why (`methods` names each candidate), e.g.
+//   answer: data parallel (128/128), tied with the fastest, candidate 2 (found by policy), within
+//   [0.981, 1.027] (its step time over the fastest's, 1.004); the simpler is chosen
+//   answer vs data parallelism: 1.000 [1.000, 1.000]: tied
+// The second line is what bench/lenet_search_repeat.py reads. `answer_name`: what the answer's
+// row is called, when not its method (compare's "learned (= ...)").
+std::string DescribeAnswer(const std::vector<std::string>& methods,
+                           const search::SideBySideVerdict& verdict,
+                           const std::vector<ReferenceRatios>& ratios,
+                           const std::string& answer_name = "");
+
+}  // namespace placer::cli
