@@ -170,18 +170,11 @@ int RunCompareCommand(const Commands& c) {
     roles.push_back({starting_baseline ? SimplicityOf(p.method) : search::Simplicity::kOther,
                      starting_baseline || p.kind == Kind::kLearned});
   }
-  const search::RoundOptions round_options = RoundOptionsFor(*setup);
-  std::cout << fmt::format(
-      "judging {} placements side by side, {}\n", candidates.size(),
-      round_options.max_rounds <= 1
-          ? std::string("1 round")
-          : fmt::format("{} rounds, up to {} for the rows tied with the fastest",
-                        round_options.min_rounds, round_options.max_rounds));
-  const search::SideBySideVerdict verdict =
-      search::SideBySide(setup->judge(), candidates, roles, round_options);
+  const ClosingVerdict closing =
+      JudgeSideBySide(setup->judge(), candidates, roles, RoundOptionsFor(*setup), std::cout);
+  const search::SideBySideVerdict& verdict = closing.verdict;
   const std::vector<search::SideBySideResult>& judged = verdict.results;
-  const std::vector<ReferenceRatios> ratios =
-      RatiosToReferences(FindReferences(roles, verdict), verdict);
+  const std::vector<ReferenceRatios>& ratios = closing.ratios;
   auto row_of = [&](const Pending& p, std::optional<size_t> at) {
     search::ReportRow row = RowOf(p, at ? &judged[*at] : nullptr, *setup);
     if (at) {

@@ -187,17 +187,10 @@ int RunSearchCommand(const Commands& c) {
     methods.push_back("warm start: " + warm.name);
     roles.push_back({});
   }
-  const search::RoundOptions round_options = RoundOptionsFor(*setup);
-  std::cout << fmt::format(
-      "judging {} placements side by side ({})\n", candidates.size(),
-      round_options.max_rounds <= 1
-          ? std::string("1 round")
-          : fmt::format("{} rounds, up to {} for the rows tied with the fastest",
-                        round_options.min_rounds, round_options.max_rounds));
-  const search::SideBySideVerdict verdict =
-      search::SideBySide(setup->judge(), candidates, roles, round_options);
-  const std::vector<ReferenceRatios> ratios =
-      RatiosToReferences(FindReferences(roles, verdict), verdict);
+  const ClosingVerdict closing =
+      JudgeSideBySide(setup->judge(), candidates, roles, RoundOptionsFor(*setup), std::cout);
+  const search::SideBySideVerdict& verdict = closing.verdict;
+  const std::vector<ReferenceRatios>& ratios = closing.ratios;
 
   std::vector<Row> rows;
   size_t next = 0;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <ostream>
 #include <set>
 #include <sstream>
 
@@ -40,6 +41,21 @@ std::vector<ReferenceRatios> RatiosToReferences(const References& refs,
     }
   }
   return ratios;
+}
+
+ClosingVerdict JudgeSideBySide(const search::CandidateEvaluator& judge,
+                               const std::vector<search::Candidate>& candidates,
+                               const std::vector<search::Role>& roles,
+                               const search::RoundOptions& options, std::ostream& log) {
+  log << fmt::format("judging {} placements side by side ({})\n", candidates.size(),
+                     options.max_rounds <= 1
+                         ? std::string("1 round")
+                         : fmt::format("{} rounds, up to {} for the rows tied with the fastest",
+                                       options.min_rounds, options.max_rounds))
+      << std::flush;
+  ClosingVerdict closing{search::SideBySide(judge, candidates, roles, options), {}};
+  closing.ratios = RatiosToReferences(FindReferences(roles, closing.verdict), closing.verdict);
+  return closing;
 }
 
 std::string TieMark(const search::SideBySideVerdict& verdict, size_t i) {

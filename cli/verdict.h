@@ -3,6 +3,7 @@
 // rows tied with the fastest, and the answer with its tie stated.
 #pragma once
 
+#include <iosfwd>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,6 +30,19 @@ References FindReferences(const std::vector<search::Role>& roles,
 // Per candidate of `verdict`.
 std::vector<ReferenceRatios> RatiosToReferences(const References& references,
                                                 const search::SideBySideVerdict& verdict);
+
+// The closing side-by-side and every row's ratios to the references.
+struct ClosingVerdict {
+  search::SideBySideVerdict verdict;
+  std::vector<ReferenceRatios> ratios;
+};
+
+// Judges `candidates` side by side under `options`, saying on `log` how many and in how many
+// rounds as it starts: what `search` and `compare` close with.
+ClosingVerdict JudgeSideBySide(const search::CandidateEvaluator& judge,
+                               const std::vector<search::Candidate>& candidates,
+                               const std::vector<search::Role>& roles,
+                               const search::RoundOptions& options, std::ostream& log);
 
 // "fastest", "tied" or "" for candidate i.
 std::string TieMark(const search::SideBySideVerdict& verdict, size_t i);
