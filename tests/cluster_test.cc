@@ -311,24 +311,28 @@ TEST(ClusterTest, AMissingWorkerIsNamedWithinTheJoinTimeout) {
   EXPECT_LT(waited, 2 + 1.0);
 }
 
+// A simulated search with budgets in steps: wherever its evaluations are judged, it ends in the
+// same place.
+constexpr const char* kSearchInSteps =
+    "search:\n  evaluator: simulated\n  policy_steps: 4\n  samples_per_step: 8\n"
+    "  refinement_rounds: 3\n  max_wall_seconds: 3600\n  replicas: [1, 2]\n"
+    "output:\n  directory: run\n";
+
+// `placer search` on the fixture's config, logging to search.log beside it.
+pid_t StartSearch(const Fixture& f) {
+  return Start({"search", "--config", f.config_file.string()}, f.dir.path() / "search.log");
+}
+
 // The search hands each policy step's batch to the workers and learns from their verdicts:
 // with budgets in steps, it ends exactly where the local search ends. Both search the default
 // space, pipelines included (the workers build the micro-batched steps the tasks name).
 TEST(ClusterTest, SearchThroughWorkersEndsWhereTheLocalSearchEnds) {
   const int port = FreePort();
-  const std::string search =
-      "search:\n  evaluator: simulated\n  policy_steps: 4\n  samples_per_step: 8\n"
-      "  refinement_rounds: 3\n  max_wall_seconds: 3600\n  replicas: [1, 2]\n"
-      "output:\n  directory: run\n";
-  Fixture local(search);
-  Fixture pooled(search + "cluster:\n  workers: 2\n  port: " + std::to_string(port) +
-                 "\n  join_timeout_seconds: 60\n");
-  ASSERT_EQ(Wait(Start({"search", "--config", local.config_file.string()},
-                       local.dir.path() / "search.log")),
-            0)
-      << ReadFile(local.dir.path() / "search.log");
-  const pid_t coordinator =
-      Start({"search", "--config", pooled.config_file.string()}, pooled.dir.path() / "search.log");
+  Fixture local(kSearchInSteps);
+  Fixture pooled(std::string(kSearchInSteps) + "cluster:\n  workers: 2\n  port: " +
+                 std::to_string(port) + "\n  join_timeout_seconds: 60\n");
+  ASSERT_EQ(Wait(StartSearch(local)), 0) << ReadFile(local.dir.path() / "search.log");
+  const pid_t coordinator = StartSearch(pooled);
   Workers workers;
   for (int rank = 1; rank <= 2; ++rank) {
     // The key the search generates for this run, in its output directory.
@@ -468,20 +472,12 @@ TEST(ClusterTest, AWorkerJudgesATaskOnceAndDropsReplaysAndTasksNotSealedForIt) {
 // without them, and the search and the workers say what they dropped.
 TEST(ClusterTest, RogueMessagesOnTheStoreChangeNothingAndAreCounted) {
   const int port = FreePort();
-  const std::string search =
-      "search:\n  evaluator: simulated\n  policy_steps: 4\n  samples_per_step: 8\n"
-      "  refinement_rounds: 3\n  max_wall_seconds: 3600\n  replicas: [1, 2]\n"
-      "output:\n  directory: run\n";
-  Fixture local(search);
-  Fixture pooled(search + "cluster:\n  workers: 2\n  port: " + std::to_string(port) +
-                 "\n  join_timeout_seconds: 60\n  key_file: shared.key\n");
+  Fixture local(kSearchInSteps);
+  Fixture pooled(std::string(kSearchInSteps) + "cluster:\n  workers: 2\n  port: " +
+                 std::to_string(port) + "\n  join_timeout_seconds: 60\n  key_file: shared.key\n");
   const fs::path key_file = pooled.dir.path() / "shared.key";  // the search creates it
-  ASSERT_EQ(Wait(Start({"search", "--config", local.config_file.string()},
-                       local.dir.path() / "search.log")),
-            0)
-      << ReadFile(local.dir.path() / "search.log");
-  const pid_t coordinator =
-      Start({"search", "--config", pooled.config_file.string()}, pooled.dir.path() / "search.log");
+  ASSERT_EQ(Wait(StartSearch(local)), 0) << ReadFile(local.dir.path() / "search.log");
+  const pid_t coordinator = StartSearch(pooled);
   Workers rogues;
   const fs::path rogue_log = pooled.dir.path() / "rogue.log";
   rogues.Add(
