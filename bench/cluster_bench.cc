@@ -26,9 +26,10 @@
 
 #include "bench/timing.h"
 #include "cli/model_factory.h"
+#include "graph/device.h"
 #include "placer/config/config.h"
+#include "placer/setup/devices.h"
 #include "runtime/cluster/worker_pool.h"
-#include "runtime/device.h"
 
 namespace {
 
@@ -60,10 +61,10 @@ pid_t StartWorker(int port, int world_size, int rank, const fs::path& key_file) 
 // Evaluations per second of `tasks` measured placements on `workers` fresh workers.
 double Trial(const placer::config::Config& config, const std::string& text, int workers, int tasks,
              const std::string& kind) {
-  const placer::runtime::DeviceSet devices = placer::runtime::ResolveDevices(config);
+  const placer::graph::DeviceSet devices = placer::setup::ResolveDevices(config);
   const placer::graph::Graph graph = placer::cli::BuildSingleModel(config);
   const placer::graph::Placement placement =
-      placer::graph::Placement::AllOn(graph, placer::runtime::DeviceNames(devices), 0);
+      placer::graph::Placement::AllOn(graph, placer::graph::DeviceNames(devices), 0);
   double rate = 0;
   std::vector<pid_t> pids;
   const fs::path key_file =

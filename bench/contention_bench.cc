@@ -22,23 +22,23 @@ namespace {
 
 using namespace placer;
 
-runtime::Device CpuWorker(int index) {
+graph::Device CpuWorker(int index) {
   return {.name = fmt::format("cpu:{}", index),
-          .type = runtime::DeviceType::kCpu,
+          .type = graph::DeviceType::kCpu,
           .index = index,
           .threads = 1};
 }
 
 double CpuSlowdown(const sim::ProfiledCostModel& profile) {
-  return profile.FindContention(runtime::DeviceType::kCpu).value_or(sim::ContentionSpec{}).slowdown;
+  return profile.FindContention(graph::DeviceType::kCpu).value_or(sim::ContentionSpec{}).slowdown;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::stoi(argv[1]) : 4;
-  const runtime::DeviceSet devices = {CpuWorker(0), CpuWorker(1)};
-  const std::vector<std::string> names = runtime::DeviceNames(devices);
+  const graph::DeviceSet devices = {CpuWorker(0), CpuWorker(1)};
+  const std::vector<std::string> names = graph::DeviceNames(devices);
   const std::vector<std::pair<std::string, graph::ForwardBuilder>> models = {
       {"LeNet, batch 256", bench::LeNetShard},
       {"parallel MLP 2 x 3 x 512, batch 256", bench::FidelityMlpShard}};

@@ -71,32 +71,32 @@ double Spearman(const std::vector<double>& a, const std::vector<double>& b) {
 }
 
 // Seconds a result says `device` was busy.
-double BusyOn(const runtime::EvaluationResult& r, const std::string& device) {
-  for (const runtime::DeviceStats& d : r.devices) {
+double BusyOn(const graph::EvaluationResult& r, const std::string& device) {
+  for (const graph::DeviceStats& d : r.devices) {
     if (d.device == device) return d.busy_seconds;
   }
   return 0;
 }
 
-double TransferSeconds(const runtime::EvaluationResult& r) {
+double TransferSeconds(const graph::EvaluationResult& r) {
   double seconds = 0;
-  for (const runtime::TransferStats& t : r.transfers) seconds += t.seconds;
+  for (const graph::TransferStats& t : r.transfers) seconds += t.seconds;
   return seconds;
 }
 
-int64_t TransferredBytes(const runtime::EvaluationResult& r) {
+int64_t TransferredBytes(const graph::EvaluationResult& r) {
   int64_t bytes = 0;
-  for (const runtime::TransferStats& t : r.transfers) bytes += t.bytes;
+  for (const graph::TransferStats& t : r.transfers) bytes += t.bytes;
   return bytes;
 }
 
 // Each op's and each link field's median over `profiles` (of `graph` on `devices`).
 sim::ProfiledCostModel MedianProfile(const std::vector<sim::ProfiledCostModel>& profiles,
-                                     const graph::Graph& g, const runtime::DeviceSet& devices) {
+                                     const graph::Graph& g, const graph::DeviceSet& devices) {
   sim::ProfiledCostModel merged;
   merged.metadata() = profiles.front().metadata();
   for (graph::OpId id = 0; id < static_cast<graph::OpId>(g.num_ops()); ++id) {
-    for (const runtime::Device& device : devices) {
+    for (const graph::Device& device : devices) {
       std::vector<double> seconds;
       for (const auto& profile : profiles) {
         if (auto s = profile.FindOpSeconds(g.op(id).name, device.name)) seconds.push_back(*s);
@@ -104,8 +104,8 @@ sim::ProfiledCostModel MedianProfile(const std::vector<sim::ProfiledCostModel>& 
       if (!seconds.empty()) merged.SetOpSeconds(g.op(id).name, device.name, bench::Median(seconds));
     }
   }
-  for (const runtime::Device& from : devices) {
-    for (const runtime::Device& to : devices) {
+  for (const graph::Device& from : devices) {
+    for (const graph::Device& to : devices) {
       std::vector<double> per_byte, latency, receive;
       for (const auto& profile : profiles) {
         if (auto link = profile.FindLink(from.name, to.name)) {
@@ -121,7 +121,7 @@ sim::ProfiledCostModel MedianProfile(const std::vector<sim::ProfiledCostModel>& 
                       .receive_seconds_per_byte = bench::Median(receive)});
     }
   }
-  for (runtime::DeviceType type : {runtime::DeviceType::kCpu, runtime::DeviceType::kCuda}) {
+  for (graph::DeviceType type : {graph::DeviceType::kCpu, graph::DeviceType::kCuda}) {
     std::vector<double> slowdown;
     int devices_busy = 0;
     for (const auto& profile : profiles) {
@@ -144,7 +144,7 @@ struct Measured {
   double all = 0, even = 0, odd = 0, copy_seconds = 0, fastest = 0, slowest = 0;
 };
 
-void Report(const std::string& label, const std::vector<runtime::EvaluationResult>& sims,
+void Report(const std::string& label, const std::vector<graph::EvaluationResult>& sims,
             const std::vector<Measured>& measured) {
   std::vector<double> sim_times, measured_all, measured_even, measured_odd, errors, copy_ratios;
   for (size_t p = 0; p < sims.size(); ++p) {
@@ -170,18 +170,11 @@ void Report(const std::string& label, const std::vector<runtime::EvaluationResul
 }
 
 // "cpu:0,cuda:0" -> CPU workers of one thread each, GPUs.
-runtime::DeviceSet ParseDevices(const std::string& list) {
-  runtime::DeviceSet devices;
+graph::DeviceSet ParseDevices(const std::string& list) {
+  graph::DeviceSet devices;
   std::stringstream stream(list);
   for (std::string name; std::getline(stream, name, ',');) {
-    const bool cuda = name.starts_with("cuda:");
-    if (!cuda && !name.starts_with("cpu:")) {
-      throw std::invalid_argument("fidelity_bench: device '" + name + "' is not cpu:N or cuda:N");
-    }
-    devices.push_back({.name = name,
-                       .type = cuda ? runtime::DeviceType::kCuda : runtime::DeviceType::kCpu,
-                       .index = std::stoi(name.substr(name.find(':') + 1)),
-                       .threads = 1});
+    devices.push_back(graph::DeviceFromName(name));
   }
   if (devices.size() < 2) throw std::invalid_argument("fidelity_bench: name at least two devices");
   return devices;
@@ -195,7 +188,7 @@ struct Case {
 };
 
 void ReportNamed(const std::vector<std::string>& labels,
-                 const std::vector<std::vector<runtime::EvaluationResult>>& sims,
+                 const std::vector<std::vector<graph::EvaluationResult>>& sims,
                  const std::vector<std::string>& variants, const std::vector<Measured>& measured) {
   for (size_t p = 0; p < labels.size(); ++p) {
     std::string ratios;
@@ -213,8 +206,8 @@ void ReportNamed(const std::vector<std::string>& labels,
 void Run(const std::string& name, const graph::Graph& g, int64_t batch,
          const graph::ForwardBuilder& forward, double learning_rate,
          const std::vector<std::pair<std::string, graph::Placement>>& experts,
-         const runtime::DeviceSet& devices, int placements, int rounds, std::FILE* detail) {
-  const auto names = runtime::DeviceNames(devices);
+         const graph::DeviceSet& devices, int placements, int rounds, std::FILE* detail) {
+  const auto names = graph::DeviceNames(devices);
   const graph::DataParallelGraph dp = graph::BuildDataParallel(
       forward, batch, names, std::vector<double>(devices.size(), 1.0), learning_rate);
   const std::vector<const graph::Graph*> graphs = {&g, &dp.graph};
@@ -245,7 +238,7 @@ void Run(const std::string& name, const graph::Graph& g, int64_t batch,
   // starts with the profiles, so that they see the same phases as the measurements.
   const size_t n = cases.size();
   std::vector<std::vector<sim::ProfiledCostModel>> profiles(graphs.size());
-  std::vector<std::vector<runtime::EvaluationResult>> rounds_of(n);
+  std::vector<std::vector<graph::EvaluationResult>> rounds_of(n);
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
   for (int round = 0; round < rounds; ++round) {
@@ -270,14 +263,14 @@ void Run(const std::string& name, const graph::Graph& g, int64_t batch,
   for (size_t i = 0; i < graphs.size(); ++i) {
     const sim::ProfiledCostModel merged = MedianProfile(profiles[i], *graphs[i], devices);
     std::string fitted;
-    for (runtime::DeviceType type : {runtime::DeviceType::kCpu, runtime::DeviceType::kCuda}) {
+    for (graph::DeviceType type : {graph::DeviceType::kCpu, graph::DeviceType::kCuda}) {
       if (auto contention = merged.FindContention(type)) {
-        fitted += fmt::format(" {} slowdown {:.3f} with {} busy;", sim::DeviceTypeName(type),
+        fitted += fmt::format(" {} slowdown {:.3f} with {} busy;", graph::DeviceTypeName(type),
                               contention->slowdown, contention->devices);
       }
     }
-    for (const runtime::Device& from : devices) {
-      for (const runtime::Device& to : devices) {
+    for (const graph::Device& from : devices) {
+      for (const graph::Device& to : devices) {
         if (auto link = merged.FindLink(from.name, to.name)) {
           fitted += fmt::format(" {}->{} {:.3g} s/B + {:.3g} s, receive {:.3g} s/B;", from.name,
                                 to.name, link->seconds_per_byte, link->latency_seconds,
@@ -287,8 +280,8 @@ void Run(const std::string& name, const graph::Graph& g, int64_t batch,
     }
     fmt::print("{}, {}: median profile:{}\n", name, i == 0 ? "model" : "replica graph", fitted);
     sim::ProfiledCostModel without_receive = merged;
-    for (const runtime::Device& from : devices) {
-      for (const runtime::Device& to : devices) {
+    for (const graph::Device& from : devices) {
+      for (const graph::Device& to : devices) {
         if (auto link = merged.FindLink(from.name, to.name)) {
           link->receive_seconds_per_byte = 0;
           without_receive.SetLink(from.name, to.name, *link);
@@ -306,14 +299,14 @@ void Run(const std::string& name, const graph::Graph& g, int64_t batch,
     }
   }
   // Random placements and named ones apart: [variant][placement].
-  std::vector<std::vector<runtime::EvaluationResult>> random_sims(variants.size()),
+  std::vector<std::vector<graph::EvaluationResult>> random_sims(variants.size()),
       named_sims(variants.size());
   std::vector<Measured> random_measured, named_measured;
   std::vector<std::string> named_labels;
   for (size_t p = 0; p < n; ++p) {
     const Case& c = cases[p];
     const auto& results = rounds_of[p];
-    std::vector<runtime::EvaluationResult> sims;
+    std::vector<graph::EvaluationResult> sims;
     bool valid = true;
     for (auto& simulator : simulators[c.graph]) {
       sims.push_back(simulator->Evaluate(c.placement));
@@ -337,7 +330,7 @@ void Run(const std::string& name, const graph::Graph& g, int64_t batch,
                      .fastest = *std::min_element(all.begin(), all.end()),
                      .slowest = *std::max_element(all.begin(), all.end())};
     if (detail != nullptr) {
-      const runtime::EvaluationResult& first = results.front();
+      const graph::EvaluationResult& first = results.front();
       fmt::print(detail,
                  "\"{}\",\"{}\",{},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{},{}\n", name,
                  c.label, p, sims[0].step_seconds, sims[1].step_seconds, m.all,
@@ -368,13 +361,13 @@ int main(int argc, char** argv) {
   const int placements = argc > 1 ? std::stoi(argv[1]) : 30;
   const int rounds = argc > 2 ? std::stoi(argv[2]) : 6;
   std::FILE* detail = argc > 3 && std::string(argv[3]) != "-" ? std::fopen(argv[3], "w") : nullptr;
-  const runtime::DeviceSet devices = ParseDevices(argc > 4 ? argv[4] : "cpu:0,cpu:1");
+  const graph::DeviceSet devices = ParseDevices(argc > 4 ? argv[4] : "cpu:0,cpu:1");
   if (detail != nullptr) {
     fmt::print(detail,
                "graph,placement,index,simulated,simulated_first_profile,measured,sim_busy0,"
                "sim_busy1,meas_busy0,meas_busy1,sim_bytes,meas_bytes\n");
   }
-  const std::vector<std::string> names = runtime::DeviceNames(devices);
+  const std::vector<std::string> names = graph::DeviceNames(devices);
   const graph::Graph lenet = graph::BuildLeNet({});
   // The expert's LeNet: the shipped file `placer compare` uses (conv half, fc half).
   const std::vector<std::pair<std::string, graph::Placement>> lenet_experts = {

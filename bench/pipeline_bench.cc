@@ -54,9 +54,9 @@ int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::stoi(argv[1]) : 5;
   const int micro_batches = argc > 2 ? std::stoi(argv[2]) : 4;
   const int64_t batch = argc > 3 ? std::stoll(argv[3]) : 256;
-  const runtime::DeviceSet devices = {
-      {.name = "cpu:0", .type = runtime::DeviceType::kCpu, .index = 0, .threads = 1},
-      {.name = "cpu:1", .type = runtime::DeviceType::kCpu, .index = 1, .threads = 1}};
+  const graph::DeviceSet devices = {
+      {.name = "cpu:0", .type = graph::DeviceType::kCpu, .index = 0, .threads = 1},
+      {.name = "cpu:1", .type = graph::DeviceType::kCpu, .index = 1, .threads = 1}};
   const std::vector<std::string> names = {"cpu:0", "cpu:1"};
   auto forward = [](int64_t rows, int64_t normalizer) {
     return graph::BuildLeNet(
@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
     std::shuffle(order.begin(), order.end(), rng);
     for (size_t i : order) {
       Variant& v = variants[i];
-      const runtime::EvaluationResult r = measurers[measurer_of(v)]->Evaluate(v.placement);
+      const graph::EvaluationResult r = measurers[measurer_of(v)]->Evaluate(v.placement);
       if (!r.valid) {
         fmt::print("{}: invalid: {}\n", v.label, r.invalid_reason);
         return 1;

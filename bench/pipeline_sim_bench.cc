@@ -15,10 +15,11 @@
 
 #include "bench/timing.h"
 #include "cli/model_factory.h"
+#include "graph/device.h"
 #include "graph/micro_batches.h"
 #include "placer/baselines/pipeline.h"
 #include "placer/config/config.h"
-#include "runtime/device.h"
+#include "placer/setup/devices.h"
 
 int main(int argc, char** argv) {
   using namespace placer;
@@ -41,10 +42,10 @@ int main(int argc, char** argv) {
           m, config.model.batch_size, config.model.batch_size / m);
     }
   }
-  runtime::DeviceSet devices = runtime::ResolveDevices(config);
+  graph::DeviceSet devices = setup::ResolveDevices(config);
   const double memory_gib = argc > 3 ? std::stod(argv[3]) : 0;
   if (memory_gib > 0) {
-    for (runtime::Device& d : devices) {
+    for (graph::Device& d : devices) {
       d.memory_capacity = static_cast<int64_t>(memory_gib * (int64_t{1} << 30));
     }
   }
@@ -64,7 +65,7 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < result.trials.size(); ++i) {
     const baselines::PipelineTrial& t = result.trials[i];
     std::vector<std::string> peaks;
-    for (const runtime::DeviceStats& d : t.result.devices) {
+    for (const graph::DeviceStats& d : t.result.devices) {
       peaks.push_back(fmt::format("{:.2f}", static_cast<double>(d.peak_memory_bytes) / (1 << 30)));
     }
     fmt::print("| {} | {} | {} | {} |\n", t.micro_batches, graph::ToString(t.schedule),

@@ -30,10 +30,10 @@ using namespace placer;
 using placer::bench::Clock;
 using placer::bench::Median;
 
-runtime::DeviceSet Workers(int count) {
-  runtime::DeviceSet devices;
+graph::DeviceSet Workers(int count) {
+  graph::DeviceSet devices;
   for (int i = 0; i < count; ++i) {
-    devices.push_back({"cpu:" + std::to_string(i), runtime::DeviceType::kCpu, i, 1, 0});
+    devices.push_back({"cpu:" + std::to_string(i), graph::DeviceType::kCpu, i, 1, 0});
   }
   return devices;
 }
@@ -75,10 +75,10 @@ double PlainLeNetStepSeconds(const graph::Graph& g, int warmup, int steps,
   return Median(times);
 }
 
-double Measure(const graph::Graph& g, const runtime::DeviceSet& devices,
+double Measure(const graph::Graph& g, const graph::DeviceSet& devices,
                const graph::Placement& placement, int steps) {
   runtime::MeasuredEvaluator evaluator(g, devices, {.warmup_steps = 3, .timed_steps = steps});
-  runtime::EvaluationResult r = evaluator.Evaluate(placement);
+  graph::EvaluationResult r = evaluator.Evaluate(placement);
   if (!r.valid) throw std::runtime_error(r.invalid_reason);
   return r.step_seconds;
 }
@@ -141,7 +141,7 @@ int main(int argc, char** argv) {
     fmt::print("overhead on cuda:0: not measured, no GPU\n");
     return 0;
   }
-  const runtime::DeviceSet gpu = {{"cuda:0", runtime::DeviceType::kCuda, 0, 1, 0}};
+  const graph::DeviceSet gpu = {{"cuda:0", graph::DeviceType::kCuda, 0, 1, 0}};
   std::vector<double> gpu_plain, gpu_executor, gpu_overhead;
   for (int round = 0; round < rounds; ++round) {
     gpu_plain.push_back(PlainLeNetStepSeconds(lenet, 3, 5, at::Device(at::kCUDA, 0)));

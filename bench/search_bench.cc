@@ -20,10 +20,10 @@ namespace {
 using namespace placer;
 using runtime::Median;
 
-runtime::DeviceSet Workers(int count) {
-  runtime::DeviceSet devices;
+graph::DeviceSet Workers(int count) {
+  graph::DeviceSet devices;
   for (int i = 0; i < count; ++i) {
-    devices.push_back({"cpu:" + std::to_string(i), runtime::DeviceType::kCpu, i, 1, 0});
+    devices.push_back({"cpu:" + std::to_string(i), graph::DeviceType::kCpu, i, 1, 0});
   }
   return devices;
 }

@@ -11,20 +11,20 @@
 #include <string>
 #include <vector>
 
+#include "graph/device.h"
 #include "graph/ir.h"
 #include "graph/models.h"
 #include "graph/placement.h"
-#include "runtime/device.h"
 #include "runtime/sim/cost_model.h"
 #include "runtime/sim/simulator.h"
 
 namespace {
 
+using placer::graph::Device;
+using placer::graph::DeviceSet;
+using placer::graph::DeviceType;
 using placer::graph::Graph;
 using placer::graph::Placement;
-using placer::runtime::Device;
-using placer::runtime::DeviceSet;
-using placer::runtime::DeviceType;
 using Clock = std::chrono::steady_clock;
 
 constexpr int kRepetitions = 5;

@@ -18,6 +18,7 @@
 #include "graph/micro_batches.h"
 #include "graph/placement.h"
 #include "placer/config/config.h"
+#include "placer/setup/devices.h"
 #include "proto/writers.h"
 #include "runtime/device.h"
 #include "runtime/measured_evaluator.h"
@@ -39,7 +40,7 @@ int Inspect(const Commands& c) {
   // shapes them; devices this machine cannot provide leave them to the other rules.
   std::vector<std::string> devices, notes;
   try {
-    devices = runtime::DeviceNames(runtime::ResolveDevices(config));
+    devices = graph::DeviceNames(setup::ResolveDevices(config));
   } catch (const config::ConfigError& error) {
     notes.push_back(fmt::format("devices left out of the grouping: {}", error.what()));
   }
@@ -52,11 +53,11 @@ int Inspect(const Commands& c) {
 int Validate(const Commands& c) {
   config::Config config = config::LoadConfig(c.config_path);
   graph::Graph graph = BuildModel(config);
-  runtime::DeviceSet devices = runtime::ResolveDevices(config);
+  graph::DeviceSet devices = setup::ResolveDevices(config);
   if (!config.simulation.profile.empty()) CostModelFor(config);
   std::cout << fmt::format("{}: valid ({} model, {} ops, {} parameters; devices {})\n",
                            c.config_path, config.model.name(), graph.num_ops(),
-                           graph.ParameterCount(), fmt::join(runtime::DeviceNames(devices), ", "));
+                           graph.ParameterCount(), fmt::join(graph::DeviceNames(devices), ", "));
   return kExitOk;
 }
 
@@ -70,9 +71,9 @@ bool IsProtoFile(const std::string& path) {
 // and `facts`, see ExpertFacts), or every op on one device (by default the first configured
 // device).
 graph::Placement ChoosePlacement(const Commands& c, const graph::Graph& graph,
-                                 const runtime::DeviceSet& devices, std::string& description,
+                                 const graph::DeviceSet& devices, std::string& description,
                                  const std::map<std::string, std::string>& facts) {
-  std::vector<std::string> names = runtime::DeviceNames(devices);
+  std::vector<std::string> names = graph::DeviceNames(devices);
   if (!c.placement_path.empty()) {
     if (!c.device.empty()) throw InputError("give either --placement or --device, not both");
     description = c.placement_path;
@@ -95,19 +96,19 @@ graph::Placement ChoosePlacement(const Commands& c, const graph::Graph& graph,
   return graph::Placement::AllOn(graph, names, static_cast<int>(it - names.begin()));
 }
 
-void PrintEvaluation(const runtime::EvaluationResult& r, std::ostream& out) {
+void PrintEvaluation(const graph::EvaluationResult& r, std::ostream& out) {
   out << fmt::format("step time: {:.3f} ms (median of {}; min {:.3f}, max {:.3f})\n",
                      r.step_seconds * 1e3, r.step_samples.size(), r.min_seconds * 1e3,
                      r.max_seconds * 1e3);
   out << fmt::format("\n{:<10} {:>10} {:>7} {:>14}\n", "device", "busy ms", "busy", "peak memory");
-  for (const runtime::DeviceStats& d : r.devices) {
+  for (const graph::DeviceStats& d : r.devices) {
     out << fmt::format("{:<10} {:>10.3f} {:>6.0f}% {:>10.2f} MiB\n", d.device, d.busy_seconds * 1e3,
                        100 * d.busy_seconds / r.step_seconds,
                        static_cast<double>(d.peak_memory_bytes) / (1 << 20));
   }
   if (!r.transfers.empty()) {
     out << fmt::format("\n{:<22} {:>7} {:>12} {:>10}\n", "transfer", "copies", "bytes", "ms");
-    for (const runtime::TransferStats& t : r.transfers) {
+    for (const graph::TransferStats& t : r.transfers) {
       out << fmt::format("{:<22} {:>7} {:>12} {:>10.3f}\n", t.from + " -> " + t.to, t.count,
                          t.bytes, t.seconds * 1e3);
     }
@@ -164,7 +165,7 @@ graph::Graph ModelFor(const Commands& c, const config::Config& config) {
 int Evaluate(const Commands& c) {
   config::Config config = config::LoadConfig(c.config_path);
   graph::Graph model = ModelFor(c, config);
-  runtime::DeviceSet devices = runtime::ResolveDevices(config);
+  graph::DeviceSet devices = setup::ResolveDevices(config);
   std::string description;
   std::optional<graph::DataParallelGraph> dp;
   graph::Placement placement;
@@ -172,7 +173,7 @@ int Evaluate(const Commands& c) {
     if (!c.placement_path.empty() || !c.device.empty()) {
       throw InputError("--data-parallel places the replicas itself: drop --placement/--device");
     }
-    dp = BuildDataParallelOver(config, runtime::DeviceNames(devices));
+    dp = BuildDataParallelOver(config, graph::DeviceNames(devices));
     placement = dp->placement;
     description = fmt::format("data parallel, shards of {}", fmt::join(dp->shard_sizes, "/"));
   } else {
@@ -186,16 +187,16 @@ int Evaluate(const Commands& c) {
   const graph::Graph& graph = dp ? dp->graph : model;
   std::cout << fmt::format("model: {} (batch {}), placement: {}, devices: {}\n",
                            config.model.name(), config.model.batch_size, description,
-                           fmt::join(runtime::DeviceNames(devices), ", "));
+                           fmt::join(graph::DeviceNames(devices), ", "));
   // GPUs the machine lacks exist only in the simulator (a simulated config may name them).
   const int gpus_present = runtime::NumCudaDevicesPresent();
   bool measurable = std::all_of(devices.begin(), devices.end(), [&](const auto& d) {
-    return d.type != runtime::DeviceType::kCuda || d.index < gpus_present;
+    return d.type != graph::DeviceType::kCuda || d.index < gpus_present;
   });
   // A placement across processes is measured by one process per rank, started with torchrun's
   // variables; without them, --simulate predicts it (process k's devices on host k) and stops.
   const bool across_processes = std::any_of(devices.begin(), devices.end(), [](const auto& d) {
-    return runtime::DeviceProcess(d.name) >= 0;
+    return graph::DeviceProcess(d.name) >= 0;
   });
   const bool simulate_only = across_processes && c.simulate && std::getenv("WORLD_SIZE") == nullptr;
   if (simulate_only) {
@@ -217,7 +218,7 @@ int Evaluate(const Commands& c) {
                           ? std::filesystem::path(c.trace_path).replace_extension(".simulated.json")
                           : std::filesystem::path(c.trace_path);
   }
-  std::optional<runtime::EvaluationResult> predicted;
+  std::optional<graph::EvaluationResult> predicted;
   if (c.simulate) {
     std::unique_ptr<sim::CostModel> costs = CostModelFor(config);
     sim::SimulatedEvaluator simulator(graph, devices, *costs,
@@ -249,7 +250,7 @@ int Evaluate(const Commands& c) {
   options.record_trace = !c.trace_path.empty();
   options.processes = JoinProcessesOf(devices);
   runtime::MeasuredEvaluator evaluator(graph, devices, options);
-  runtime::EvaluationResult result = evaluator.Evaluate(placement);
+  graph::EvaluationResult result = evaluator.Evaluate(placement);
   if (predicted && predicted->valid && result.valid) {
     std::cout << fmt::format("simulated / measured: {:.3f}\n",
                              predicted->step_seconds / result.step_seconds);
@@ -269,14 +270,14 @@ int Evaluate(const Commands& c) {
 
 int Profile(const Commands& c) {
   config::Config config = config::LoadConfig(c.config_path);
-  runtime::DeviceSet devices = runtime::ResolveDevices(config);
+  graph::DeviceSet devices = setup::ResolveDevices(config);
   // --data-parallel: the replicated step `evaluate --data-parallel` runs, whose ops (r<r>/<op>, on
   // shards of the batch) a profile of the model alone does not time.
   // Its devices' slowdown of each other is then timed with each running its own replica.
   std::optional<graph::Placement> replicas;
   graph::Graph graph;
   if (c.data_parallel) {
-    graph::DataParallelGraph dp = BuildDataParallelOver(config, runtime::DeviceNames(devices));
+    graph::DataParallelGraph dp = BuildDataParallelOver(config, graph::DeviceNames(devices));
     graph = std::move(dp.graph);
     replicas = std::move(dp.placement);
   } else {
@@ -285,7 +286,7 @@ int Profile(const Commands& c) {
   std::filesystem::path output = c.output_path.empty() ? config.output.directory / "profile.json"
                                                        : std::filesystem::path(c.output_path);
   std::cout << fmt::format("profiling {} ops of {} on {}\n", graph.num_ops(), config.model.name(),
-                           fmt::join(runtime::DeviceNames(devices), ", "));
+                           fmt::join(graph::DeviceNames(devices), ", "));
   sim::ProfiledCostModel profile =
       runtime::ProfileDevices(graph, devices,
                               {.warmup_steps = config.measurement.warmup_steps,
@@ -305,7 +306,7 @@ int Train(const Commands& c) {
   config::Config config = config::LoadConfig(c.config_path);
   graph::Graph single = BuildSingleModel(config);
   graph::Graph eval_graph = ForwardBuilderFor(config)(config.model.batch_size, 0);
-  runtime::DeviceSet devices = runtime::ResolveDevices(config);
+  graph::DeviceSet devices = setup::ResolveDevices(config);
   if (c.epochs < 1) throw InputError("--epochs must be at least 1");
   // Fashion-MNIST feeds [batch, 1, 28, 28] images to an input named "images": the zoo models
   // read tokens or colour images, other sizes of LeNet other images.
@@ -321,7 +322,7 @@ int Train(const Commands& c) {
   std::optional<graph::DataParallelGraph> dp;
   runtime::TrainingSetup setup;
   if (c.data_parallel) {
-    dp = BuildDataParallelOver(config, runtime::DeviceNames(devices));
+    dp = BuildDataParallelOver(config, graph::DeviceNames(devices));
     setup = runtime::DataParallelSetup(*dp);
     description = fmt::format("data parallel, shards of {}", fmt::join(dp->shard_sizes, "/"));
   } else if (const int replicas = ReplicasFor(c, config); replicas > 1) {
@@ -338,7 +339,7 @@ int Train(const Commands& c) {
       "training {} on Fashion-MNIST ({} train, {} test images), batch {}, "
       "lr {}, {}, devices: {}\n",
       config.model.name(), train.count, test.count, config.model.batch_size,
-      config.model.learning_rate, description, fmt::join(runtime::DeviceNames(devices), ", "));
+      config.model.learning_rate, description, fmt::join(graph::DeviceNames(devices), ", "));
   std::cout << fmt::format("{:>5} {:>6} {:>10} {:>9} {:>11}\n", "epoch", "steps", "train loss",
                            "test acc", "s / epoch");
   runtime::TrainOptions options{

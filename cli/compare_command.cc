@@ -46,11 +46,11 @@ search::ReportRow RowOf(const Pending& p, const search::SideBySideResult* judged
     row.invalid_reason = p.error;
     return row;
   }
-  const runtime::EvaluationResult& r = judged->result;
+  const graph::EvaluationResult& r = judged->result;
   row.valid = r.valid;
   row.invalid_reason = r.invalid_reason;
   row.step_seconds = r.step_seconds;
-  for (const runtime::DeviceStats& d : r.devices)
+  for (const graph::DeviceStats& d : r.devices)
     row.peak_memory_bytes.push_back(d.peak_memory_bytes);
   if (p.describe) {
     row.placement = search::Summarise(setup.simulated->space(), *p.candidate, setup.names);

@@ -132,8 +132,7 @@ std::unique_ptr<sim::CostModel> CostModelFor(const config::Config& config) {
 }
 
 std::vector<std::string> CostModelNotes(const config::Config& config, const sim::CostModel& costs,
-                                        const graph::Graph& graph,
-                                        const runtime::DeviceSet& devices,
+                                        const graph::Graph& graph, const graph::DeviceSet& devices,
                                         const std::string& config_path, bool data_parallel) {
   const std::string profile_command =
       fmt::format("placer profile --config {}{} -o profile.json", config_path,

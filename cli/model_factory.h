@@ -61,8 +61,7 @@ std::unique_ptr<sim::CostModel> CostModelFor(const config::Config& config);
 // has no timing for (the roofline stands in for those). `config_path` and `data_parallel` make
 // the suggested `placer profile` command line. Empty when there is nothing to say.
 std::vector<std::string> CostModelNotes(const config::Config& config, const sim::CostModel& costs,
-                                        const graph::Graph& graph,
-                                        const runtime::DeviceSet& devices,
+                                        const graph::Graph& graph, const graph::DeviceSet& devices,
                                         const std::string& config_path, bool data_parallel);
 
 }  // namespace placer::cli

@@ -72,7 +72,7 @@ PipelineRow PipelineRowFor(const SearchSetup& setup, const std::filesystem::path
   row.method =
       fmt::format("pipeline (M = {}, {})", best.micro_batches, graph::ToString(best.schedule));
   row.step_seconds = best.result.step_seconds;
-  for (const runtime::DeviceStats& d : best.result.devices) {
+  for (const graph::DeviceStats& d : best.result.devices) {
     row.peak_memory_bytes.push_back(d.peak_memory_bytes);
   }
   row.placement =

@@ -78,7 +78,7 @@ search::PlacementPicture PictureOf(const SearchSetup& setup, const std::string& 
     runtime::MeasurementOptions options = MeasurementOptionsFor(setup.config);
     options.record_trace = true;
     runtime::MeasuredEvaluator measured(model.graph, setup.devices, options);
-    runtime::EvaluationResult ran = measured.Evaluate(placement);
+    graph::EvaluationResult ran = measured.Evaluate(placement);
     if (ran.valid) {
       const std::string file = file_stem + ".json";
       runtime::WriteChromeTrace(directory / file, ran.trace, "placer compare: " + method);

@@ -60,8 +60,7 @@ std::string SummaryTable(const std::vector<Row>& rows, const search::SideBySideV
   out << fmt::format("|{:-<46}|{:->13}|{:->17}|{:->24}|{:->24}|{:-<9}|\n", "", ":", ":", ":", ":",
                      "");
   for (const Row& row : rows) {
-    const runtime::EvaluationResult* r =
-        row.judged ? &verdict.results[*row.judged].result : nullptr;
+    const graph::EvaluationResult* r = row.judged ? &verdict.results[*row.judged].result : nullptr;
     if (r != nullptr && r->valid) {
       const size_t i = *row.judged;
       out << fmt::format("| {:<44} | {:>8.3f} ms | {:>15} | {:>22} | {:>22} | {:<7} |\n",

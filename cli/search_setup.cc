@@ -18,6 +18,7 @@
 #include "graph/micro_batches.h"
 #include "placer/baselines/baselines.h"
 #include "placer/baselines/pipeline.h"
+#include "placer/setup/devices.h"
 #include "placer/verifier.h"
 #include "proto/message_auth.h"
 #include "runtime/cluster/worker_pool.h"
@@ -171,7 +172,7 @@ void AddScaledOut(SearchSetup& s, const search::ActionSpace& space) {
     }
     if (k < 2) continue;
     const baselines::PlacementProblem problem{
-        &s.base(), &s.grouping, runtime::DeviceSet(s.devices.begin(), s.devices.begin() + k),
+        &s.base(), &s.grouping, graph::DeviceSet(s.devices.begin(), s.devices.begin() + k),
         s.costs.front().get()};
     for (const std::string& name : baselines::BaselineNames()) {
       try {
@@ -337,15 +338,15 @@ std::unique_ptr<SearchSetup> BuildSearchSetup(const config::Config& config, std:
   const auto start = std::chrono::steady_clock::now();
   auto s = std::make_unique<SearchSetup>();
   s->config = config;
-  s->devices = runtime::ResolveDevices(config);
-  s->names = runtime::DeviceNames(s->devices);
+  s->devices = setup::ResolveDevices(config);
+  s->names = graph::DeviceNames(s->devices);
   const bool measured = config.search.evaluator == config::EvaluatorKind::kMeasured;
   if (config.cluster.workers > 0) s->pool = StartPool(config, log);
   // Measured, a CPU worker beyond this machine's cores would share a core with another and time
   // a machine that is not there (absent GPUs are refused by ResolveDevices).
   const auto cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  for (const runtime::Device& device : s->devices) {
-    if (measured && device.type == runtime::DeviceType::kCpu && device.index >= cores) {
+  for (const graph::Device& device : s->devices) {
+    if (measured && device.type == graph::DeviceType::kCpu && device.index >= cores) {
       throw InputError(fmt::format(
           "{}: device '{}' is not present: this machine has {} core{} (cpu:0 to cpu:{}); a "
           "simulated search (search.evaluator: simulated) may use absent devices",
@@ -398,8 +399,8 @@ std::unique_ptr<SearchSetup> BuildSearchSetup(const config::Config& config, std:
     // The profile runs every op on each device in turn, which a memory limit meant for placements
     // (where only pipelines may fit) would refuse: it times the ops without the limits, and the
     // simulator holds placements to them.
-    runtime::DeviceSet unlimited = s->devices;
-    for (runtime::Device& device : unlimited) device.memory_capacity = 0;
+    graph::DeviceSet unlimited = s->devices;
+    for (graph::Device& device : unlimited) device.memory_capacity = 0;
     for (const auto& m : s->models) {
       const auto profiling = std::chrono::steady_clock::now();
       log << fmt::format("profiling the training step with {} on {} for the search's simulator",
@@ -417,7 +418,7 @@ std::unique_ptr<SearchSetup> BuildSearchSetup(const config::Config& config, std:
     s->costs.push_back(CostModelFor(config));
   }
   std::vector<const search::ReplicatedModel*> models;
-  std::vector<runtime::Evaluator*> simulators, measurers;
+  std::vector<graph::Evaluator*> simulators, measurers;
   for (size_t i = 0; i < s->models.size(); ++i) {
     const search::ReplicatedModel& m = *s->models[i];
     auto simulator =

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "graph/device.h"
+#include "graph/evaluator.h"
 #include "graph/grouping.h"
 #include "placer/action_space.h"
 #include "placer/candidate_evaluator.h"
@@ -19,8 +21,6 @@
 #include "placer/run_directory.h"
 #include "placer/run_lock.h"
 #include "placer/search.h"
-#include "runtime/device.h"
-#include "runtime/evaluator.h"
 #include "runtime/sim/cost_model.h"
 
 namespace placer::cluster {
@@ -40,18 +40,18 @@ struct Baseline {
 
 struct SearchSetup {
   config::Config config;
-  runtime::DeviceSet devices;
+  graph::DeviceSet devices;
   std::vector<std::string> names;
   graph::Grouping grouping;
   std::string grouping_name;  // "coarsen, max_groups 256"
   graph::GroupFeatures features;
   std::vector<std::unique_ptr<search::ReplicatedModel>> models;  // per replica count; [0]: R = 1
   std::vector<std::unique_ptr<sim::CostModel>> costs;            // the simulators' (per model)
-  std::vector<std::unique_ptr<runtime::Evaluator>> simulators, measurers;
+  std::vector<std::unique_ptr<graph::Evaluator>> simulators, measurers;
   // With a cluster: section, the workers that judge the measured placements (and, for a
   // simulated search, the simulated ones): `measured` and `simulated` then judge through it.
   std::shared_ptr<cluster::WorkerPool> pool;
-  std::vector<std::unique_ptr<runtime::Evaluator>> pooled;
+  std::vector<std::unique_ptr<graph::Evaluator>> pooled;
   std::unique_ptr<search::CandidateEvaluator> simulated;  // what the search learns on
   std::unique_ptr<search::CandidateEvaluator> measured;   // null unless search.evaluator: measured
   std::vector<Baseline> baselines;

@@ -12,7 +12,7 @@ References FindReferences(const std::vector<search::Role>& roles,
                           const search::SideBySideVerdict& verdict) {
   References refs;
   for (size_t i = 0; i < roles.size() && i < verdict.results.size(); ++i) {
-    const runtime::EvaluationResult& r = verdict.results[i].result;
+    const graph::EvaluationResult& r = verdict.results[i].result;
     if (!r.valid) continue;
     if (roles[i].simplicity == search::Simplicity::kDataParallel && !refs.data_parallel) {
       refs.data_parallel = i;

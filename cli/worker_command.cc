@@ -16,13 +16,14 @@
 
 #include "cli/model_factory.h"
 #include "graph/data_parallel.h"
+#include "graph/device.h"
 #include "graph/micro_batches.h"
 #include "placer/config/config.h"
+#include "placer/setup/devices.h"
 #include "proto/message_auth.h"
 #include "runtime/cluster/process_group.h"
 #include "runtime/cluster/store.h"
 #include "runtime/cluster/worker_loop.h"
-#include "runtime/device.h"
 #include "runtime/measured_evaluator.h"
 #include "runtime/processes.h"
 #include "runtime/sim/simulated_evaluator.h"
@@ -37,10 +38,10 @@ class WorkerEvaluators {
  public:
   explicit WorkerEvaluators(config::Config config)
       : config_(std::move(config)),
-        devices_(runtime::ResolveDevices(config_)),
-        names_(runtime::DeviceNames(devices_)) {}
+        devices_(setup::ResolveDevices(config_)),
+        names_(graph::DeviceNames(devices_)) {}
 
-  runtime::EvaluationResult Evaluate(const proto::EvaluationTask& task) {
+  graph::EvaluationResult Evaluate(const proto::EvaluationTask& task) {
     if (task.placement.devices != names_) {
       throw InputError(fmt::format("the placement's devices differ from this worker's ({})",
                                    fmt::join(names_, ", ")));
@@ -89,11 +90,11 @@ class WorkerEvaluators {
     return *it->second;
   }
 
-  runtime::Evaluator& EvaluatorFor(const std::string& kind, const Shape& shape) {
+  graph::Evaluator& EvaluatorFor(const std::string& kind, const Shape& shape) {
     const auto key = std::make_pair(kind, shape);
     auto it = evaluators_.find(key);
     if (it != evaluators_.end()) return *it->second;
-    std::unique_ptr<runtime::Evaluator> evaluator;
+    std::unique_ptr<graph::Evaluator> evaluator;
     if (kind == "measured") {
       evaluator = std::make_unique<runtime::MeasuredEvaluator>(Model(shape), devices_,
                                                                MeasurementOptionsFor(config_));
@@ -107,11 +108,11 @@ class WorkerEvaluators {
   }
 
   config::Config config_;
-  runtime::DeviceSet devices_;
+  graph::DeviceSet devices_;
   std::vector<std::string> names_;
   std::map<Shape, std::unique_ptr<graph::Graph>> models_;
   std::unique_ptr<sim::CostModel> costs_;
-  std::map<std::pair<std::string, Shape>, std::unique_ptr<runtime::Evaluator>> evaluators_;
+  std::map<std::pair<std::string, Shape>, std::unique_ptr<graph::Evaluator>> evaluators_;
 };
 
 // A flag's value, else the environment variable torchrun sets; `what` names both when neither.
@@ -188,16 +189,15 @@ int RunWorkerCommand(const Commands& c) {
   return kExitOk;
 }
 
-std::shared_ptr<const runtime::Processes> JoinProcessesOf(const runtime::DeviceSet& devices) {
-  const bool across = std::any_of(devices.begin(), devices.end(), [](const runtime::Device& d) {
-    return runtime::DeviceProcess(d.name) >= 0;
+std::shared_ptr<const runtime::Processes> JoinProcessesOf(const graph::DeviceSet& devices) {
+  const bool across = std::any_of(devices.begin(), devices.end(), [](const graph::Device& d) {
+    return graph::DeviceProcess(d.name) >= 0;
   });
   if (!across) return nullptr;
   const cluster::Rendezvous rendezvous = cluster::RendezvousFromEnvironment();
   // GPUs of this process: their buckets may all-reduce over NCCL (runtime/bucket_allreduce.h).
-  const bool gpus = std::any_of(devices.begin(), devices.end(), [&](const runtime::Device& d) {
-    return runtime::DeviceProcess(d.name) == rendezvous.rank &&
-           d.type == runtime::DeviceType::kCuda;
+  const bool gpus = std::any_of(devices.begin(), devices.end(), [&](const graph::Device& d) {
+    return graph::DeviceProcess(d.name) == rendezvous.rank && d.type == graph::DeviceType::kCuda;
   });
   std::cout << fmt::format("process {} of {}: joining the Gloo{} group at {}:{}\n", rendezvous.rank,
                            rendezvous.world_size, gpus ? " and NCCL" : "", rendezvous.master_addr,

@@ -119,7 +119,7 @@ void AddMicroBatchedModels(std::vector<std::unique_ptr<ReplicatedModel>>& models
 
 CandidateEvaluator::CandidateEvaluator(const ActionSpace& space,
                                        std::vector<const ReplicatedModel*> models,
-                                       std::vector<runtime::Evaluator*> evaluators,
+                                       std::vector<graph::Evaluator*> evaluators,
                                        std::vector<std::string> device_names)
     : space_(space),
       models_(std::move(models)),
@@ -166,9 +166,9 @@ graph::Placement CandidateEvaluator::PlacementOf(const Candidate& candidate) con
   return placement;
 }
 
-std::vector<runtime::EvaluationResult> CandidateEvaluator::Evaluate(
+std::vector<graph::EvaluationResult> CandidateEvaluator::Evaluate(
     std::span<const Candidate> candidates) const {
-  std::vector<runtime::EvaluationResult> results(candidates.size());
+  std::vector<graph::EvaluationResult> results(candidates.size());
   const int groups = num_groups();
   for (size_t i = 0; i < models_.size(); ++i) {
     const int replicas = models_[i]->replicas;
@@ -188,10 +188,10 @@ std::vector<runtime::EvaluationResult> CandidateEvaluator::Evaluate(
       }
     }
     if (mine.empty()) continue;
-    std::vector<runtime::EvaluationResult> judged;
+    std::vector<graph::EvaluationResult> judged;
     try {
       judged = evaluators_[i]->EvaluateBatch(placements);
-    } catch (const runtime::EvaluatorUnavailable&) {
+    } catch (const graph::EvaluatorUnavailable&) {
       throw;                                 // no verdict at all: the caller stops
     } catch (const std::exception& error) {  // an evaluator should not throw; if it does, go on
       judged.assign(mine.size(), {});

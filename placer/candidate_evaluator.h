@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "graph/data_parallel.h"
+#include "graph/evaluator.h"
 #include "graph/grouping.h"
 #include "graph/ir.h"
 #include "graph/placement.h"
 #include "placer/action_space.h"
-#include "runtime/evaluator.h"
 
 namespace placer::search {
 
@@ -73,7 +73,7 @@ class CandidateEvaluator {
   // replica), in any order; evaluators[i] judges models[i]'s placements; both must outlive this
   // object. Throws std::invalid_argument when they do not line up.
   CandidateEvaluator(const ActionSpace& space, std::vector<const ReplicatedModel*> models,
-                     std::vector<runtime::Evaluator*> evaluators,
+                     std::vector<graph::Evaluator*> evaluators,
                      std::vector<std::string> device_names);
 
   const ActionSpace& space() const { return space_; }
@@ -85,7 +85,7 @@ class CandidateEvaluator {
     return model(c.replicas, c.micro_batches);
   }
   int num_groups() const { return models_.front()->num_groups; }
-  runtime::Evaluator& evaluator(int replicas, int micro_batches = 1) const {
+  graph::Evaluator& evaluator(int replicas, int micro_batches = 1) const {
     return *evaluators_[Index(replicas, micro_batches)];
   }
 
@@ -96,8 +96,8 @@ class CandidateEvaluator {
   // Judges every candidate, in order; each replica count's share goes to its evaluator's
   // EvaluateBatch in one call. Never throws for a bad candidate: an evaluator exception or a
   // candidate outside the space makes that result invalid with the reason; only
-  // runtime::EvaluatorUnavailable (the evaluator itself is gone) passes through.
-  std::vector<runtime::EvaluationResult> Evaluate(std::span<const Candidate> candidates) const;
+  // graph::EvaluatorUnavailable (the evaluator itself is gone) passes through.
+  std::vector<graph::EvaluationResult> Evaluate(std::span<const Candidate> candidates) const;
 
   std::string name() const { return evaluators_.front()->name(); }
 
@@ -106,7 +106,7 @@ class CandidateEvaluator {
 
   ActionSpace space_;
   std::vector<const ReplicatedModel*> models_;
-  std::vector<runtime::Evaluator*> evaluators_;
+  std::vector<graph::Evaluator*> evaluators_;
   std::vector<std::string> device_names_;
 };
 

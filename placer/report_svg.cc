@@ -46,11 +46,11 @@ struct Bar {
   std::string first, last;
 };
 
-std::vector<Bar> BarsOf(std::vector<const runtime::TraceEvent*> events, double total_us) {
+std::vector<Bar> BarsOf(std::vector<const graph::TraceEvent*> events, double total_us) {
   std::sort(events.begin(), events.end(),
             [](const auto* a, const auto* b) { return a->start_us < b->start_us; });
   std::vector<Bar> bars;
-  for (const runtime::TraceEvent* e : events) {
+  for (const graph::TraceEvent* e : events) {
     const double end = e->start_us + e->duration_us;
     const double x0 = kLabelWidth + kPlotWidth * e->start_us / total_us;
     const double x1 = kLabelWidth + kPlotWidth * end / total_us;
@@ -90,9 +90,9 @@ std::string DeviceColour(int index) {
 }
 
 std::string ScheduleSvg(const PlacementPicture& p) {
-  std::map<std::string, std::vector<const runtime::TraceEvent*>> by_lane;
+  std::map<std::string, std::vector<const graph::TraceEvent*>> by_lane;
   double total_us = p.step_seconds * 1e6;
-  for (const runtime::TraceEvent& e : p.schedule) {
+  for (const graph::TraceEvent& e : p.schedule) {
     by_lane[e.lane].push_back(&e);
     total_us = std::max(total_us, e.start_us + e.duration_us);
   }

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/evaluator.h"
+#include "graph/evaluator.h"
 
 namespace placer::search {
 
@@ -23,7 +23,7 @@ struct PlacementPicture {
   std::vector<std::string> devices;
   double step_seconds = 0;  // of the schedule below
   std::string source;       // where the schedule comes from: "simulated", "measured"
-  std::vector<runtime::TraceEvent> schedule;  // device lanes and "from->to" lanes
+  std::vector<graph::TraceEvent> schedule;  // device lanes and "from->to" lanes
   std::vector<LayerCell> layers;
   std::vector<std::string> trace_files;  // Perfetto traces beside the report (relative paths)
 };

@@ -115,12 +115,12 @@ std::vector<Verdict> Loop::Judge(const std::vector<Candidate>& batch, const std:
     }
   }
   if (!fresh.empty()) {
-    std::vector<runtime::EvaluationResult> results = evaluator_.Evaluate(fresh);
+    std::vector<graph::EvaluationResult> results = evaluator_.Evaluate(fresh);
     evaluations_ += static_cast<int>(fresh.size());
     for (size_t j = 0; j < fresh.size(); ++j) {
       Verdict& v = cache_[KeyOf(fresh[j])];
       v = {results[j].valid, AsLogged(results[j].step_seconds), results[j].invalid_reason, {}};
-      for (const runtime::DeviceStats& d : results[j].devices) v.busy.push_back(d.busy_seconds);
+      for (const graph::DeviceStats& d : results[j].devices) v.busy.push_back(d.busy_seconds);
     }
   }
   for (size_t k = 0; k < batch.size(); ++k) {
@@ -228,7 +228,7 @@ const Verdict& Loop::Known(const Candidate& candidate) {
     // Restored from the log, which keeps no device times: judged again, neither counted nor
     // logged (the simulator gives the same answer), so that a resumed search goes on exactly as
     // an uninterrupted one.
-    for (const runtime::DeviceStats& d :
+    for (const graph::DeviceStats& d :
          evaluator_.Evaluate(std::span(&candidate, 1)).front().devices) {
       v.busy.push_back(d.busy_seconds);
     }
@@ -400,7 +400,7 @@ SearchOutcome RandomSearch(const CandidateEvaluator& evaluator, int evaluations,
       }
       if (seen.insert(KeyOf(c)).second) batch.push_back(std::move(c));
     }
-    const std::vector<runtime::EvaluationResult> results = evaluator.Evaluate(batch);
+    const std::vector<graph::EvaluationResult> results = evaluator.Evaluate(batch);
     for (size_t k = 0; k < batch.size(); ++k) {
       ++outcome.evaluations;
       if (results[k].valid && results[k].step_seconds < outcome.best.seconds) {

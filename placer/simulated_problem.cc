@@ -15,7 +15,7 @@ double SimulatedProblem::LowerBound() const {
 SimulatedProblem MakeSimulatedProblem(const graph::ForwardBuilder& build_forward, int64_t batch,
                                       double learning_rate,
                                       const graph::GroupingOptions& grouping_options,
-                                      runtime::DeviceSet devices, const sim::CostModel& cost_model,
+                                      graph::DeviceSet devices, const sim::CostModel& cost_model,
                                       const std::vector<int>& replica_counts,
                                       const std::vector<int>& micro_batch_counts) {
   SimulatedProblem p;
@@ -29,7 +29,7 @@ SimulatedProblem MakeSimulatedProblem(const graph::ForwardBuilder& build_forward
   AddMicroBatchedModels(p.models, p.grouping, build_forward, batch, learning_rate,
                         micro_batch_counts, &p.notes);
   std::vector<const ReplicatedModel*> models;
-  std::vector<runtime::Evaluator*> evaluators;
+  std::vector<graph::Evaluator*> evaluators;
   std::vector<int> counts, micro_batch_built;
   for (const auto& m : p.models) {
     p.simulators.push_back(
@@ -41,7 +41,7 @@ SimulatedProblem MakeSimulatedProblem(const graph::ForwardBuilder& build_forward
   }
   p.evaluator = std::make_unique<CandidateEvaluator>(
       ActionSpace(static_cast<int>(devices.size()), counts, micro_batch_built), models, evaluators,
-      runtime::DeviceNames(devices));
+      graph::DeviceNames(devices));
   return p;
 }
 

@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "graph/data_parallel.h"
+#include "graph/device.h"
 #include "graph/grouping.h"
 #include "placer/candidate_evaluator.h"
 #include "placer/search.h"
-#include "runtime/device.h"
 #include "runtime/sim/cost_model.h"
 #include "runtime/sim/simulated_evaluator.h"
 
@@ -40,7 +40,7 @@ struct SimulatedProblem {
 // cannot be built with is left out, with the reason in `notes`).
 SimulatedProblem MakeSimulatedProblem(const graph::ForwardBuilder& build_forward, int64_t batch,
                                       double learning_rate, const graph::GroupingOptions& grouping,
-                                      runtime::DeviceSet devices, const sim::CostModel& cost_model,
+                                      graph::DeviceSet devices, const sim::CostModel& cost_model,
                                       const std::vector<int>& replica_counts,
                                       const std::vector<int>& micro_batch_counts = {1});
 

@@ -36,10 +36,10 @@ SideBySideVerdict SideBySide(const CandidateEvaluator& evaluator,
     e.simplicity = e.may_answer ? std::min(e.simplicity, role.simplicity) : role.simplicity;
     e.may_answer = true;
   }
-  std::vector<std::vector<runtime::EvaluationResult>> per_round(distinct.size());
+  std::vector<std::vector<graph::EvaluationResult>> per_round(distinct.size());
   MeasureRound measure = [&](int round, const std::vector<size_t>& who) {
     std::vector<double> seconds(who.size(), std::numeric_limits<double>::quiet_NaN());
-    auto keep = [&](size_t k, runtime::EvaluationResult r) {
+    auto keep = [&](size_t k, graph::EvaluationResult r) {
       if (r.valid) seconds[k] = r.step_seconds;
       per_round[who[k]].push_back(std::move(r));
     };
@@ -47,7 +47,7 @@ SideBySideVerdict SideBySide(const CandidateEvaluator& evaluator,
       // One round (a simulation): the whole batch at once.
       std::vector<Candidate> batch;
       for (size_t i : who) batch.push_back(distinct[i]);
-      std::vector<runtime::EvaluationResult> results = evaluator.Evaluate(batch);
+      std::vector<graph::EvaluationResult> results = evaluator.Evaluate(batch);
       for (size_t k = 0; k < who.size(); ++k) keep(k, std::move(results[k]));
       return seconds;
     }
@@ -66,7 +66,7 @@ SideBySideVerdict SideBySide(const CandidateEvaluator& evaluator,
              distinct[who[order[end]]].replicas == distinct[who[order[begin]]].replicas) {
         run.push_back(distinct[who[order[end++]]]);
       }
-      std::vector<runtime::EvaluationResult> results = evaluator.Evaluate(run);
+      std::vector<graph::EvaluationResult> results = evaluator.Evaluate(run);
       for (size_t j = begin; j < end; ++j) keep(order[j], std::move(results[j - begin]));
       begin = end;
     }
@@ -77,7 +77,7 @@ SideBySideVerdict SideBySide(const CandidateEvaluator& evaluator,
 
   std::vector<SideBySideResult> chosen(distinct.size());
   for (size_t i = 0; i < distinct.size(); ++i) {
-    std::vector<runtime::EvaluationResult>& results = per_round[i];
+    std::vector<graph::EvaluationResult>& results = per_round[i];
     chosen[i].round_seconds = entrants[i].rounds;
     // Invalid rounds sort last; an invalid placement stays invalid.
     std::stable_sort(results.begin(), results.end(), [](const auto& a, const auto& b) {

@@ -11,17 +11,17 @@
 #include <optional>
 #include <vector>
 
+#include "graph/evaluator.h"
 #include "placer/action_space.h"
 #include "placer/candidate_evaluator.h"
 #include "placer/paired_comparison.h"
-#include "runtime/evaluator.h"
 
 namespace placer::search {
 
 struct SideBySideResult {
   // Of the median valid round (invalid: of the first round), with the step time the geometric
   // mean of the valid rounds: what the ranking compares.
-  runtime::EvaluationResult result;
+  graph::EvaluationResult result;
   std::vector<double> round_seconds;  // per round, NaN where invalid or not measured
 };
 

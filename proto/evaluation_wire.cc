@@ -58,7 +58,7 @@ EvaluationTask DecodeTask(const std::vector<uint8_t>& bytes) {
 }
 
 std::vector<uint8_t> EncodeResult(const TaggedResult& tagged) {
-  const runtime::EvaluationResult& r = tagged.result;
+  const graph::EvaluationResult& r = tagged.result;
   wire::EvaluationResult m;
   m.set_id(tagged.id);
   m.set_rank(tagged.rank);
@@ -68,13 +68,13 @@ std::vector<uint8_t> EncodeResult(const TaggedResult& tagged) {
   m.set_min_seconds(r.min_seconds);
   m.set_max_seconds(r.max_seconds);
   m.mutable_step_samples()->Add(r.step_samples.begin(), r.step_samples.end());
-  for (const runtime::DeviceStats& d : r.devices) {
+  for (const graph::DeviceStats& d : r.devices) {
     wire::DeviceStats* out = m.add_devices();
     out->set_device(d.device);
     out->set_busy_seconds(d.busy_seconds);
     out->set_peak_memory_bytes(d.peak_memory_bytes);
   }
-  for (const runtime::TransferStats& t : r.transfers) {
+  for (const graph::TransferStats& t : r.transfers) {
     wire::TransferStats* out = m.add_transfers();
     out->set_from(t.from);
     out->set_to(t.to);
@@ -82,7 +82,7 @@ std::vector<uint8_t> EncodeResult(const TaggedResult& tagged) {
     out->set_count(t.count);
     out->set_seconds(t.seconds);
   }
-  for (const runtime::TraceEvent& e : r.trace) {
+  for (const graph::TraceEvent& e : r.trace) {
     wire::TraceEvent* out = m.add_trace();
     out->set_lane(e.lane);
     out->set_name(e.name);
@@ -97,7 +97,7 @@ TaggedResult DecodeResult(const std::vector<uint8_t>& bytes) {
   wire::EvaluationResult m;
   Parse(m, bytes, "result");
   TaggedResult tagged{m.id(), m.rank(), {}};
-  runtime::EvaluationResult& r = tagged.result;
+  graph::EvaluationResult& r = tagged.result;
   r.valid = m.valid();
   r.invalid_reason = m.invalid_reason();
   r.step_seconds = m.step_seconds();

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "graph/evaluator.h"
 #include "graph/placement.h"
-#include "runtime/evaluator.h"
 
 namespace placer::proto {
 
@@ -23,7 +23,7 @@ struct EvaluationTask {
 struct TaggedResult {
   int64_t id = 0;  // the task's
   int rank = 0;    // the worker's
-  runtime::EvaluationResult result;
+  graph::EvaluationResult result;
 };
 
 // A message that does not parse (a peer of another version, a corrupted queue).

@@ -34,13 +34,13 @@ class StreamOpTimer final : public OpTimer {
     end->record(stream_);
     timed_.push_back({trace_index, std::move(start_), std::move(end)});
   }
-  double Finish(std::vector<TraceEvent>& trace) override {
+  double Finish(std::vector<graph::TraceEvent>& trace) override {
     double busy_seconds = 0;
     for (const Timed& timed : timed_) {
       const double ms = timed.start->elapsed_time(*timed.end);
       busy_seconds += ms * 1e-3;
       if (timed.trace_index == kUntraced) continue;
-      TraceEvent& event = trace[timed.trace_index];
+      graph::TraceEvent& event = trace[timed.trace_index];
       event.start_us = reference_us_ + reference_.elapsed_time(*timed.start) * 1e3;
       event.duration_us = ms * 1e3;
     }
@@ -61,7 +61,7 @@ class StreamOpTimer final : public OpTimer {
 
 class CudaTransport final : public Transport {
  public:
-  CudaTransport(const DeviceSet& devices, int num_tensors) : devices_(devices) {
+  CudaTransport(const graph::DeviceSet& devices, int num_tensors) : devices_(devices) {
     streams_.assign(devices.size(), std::nullopt);
     for (size_t d = 0; d < devices.size(); ++d) {
       if (IsCuda(static_cast<int>(d))) {
@@ -74,7 +74,7 @@ class CudaTransport final : public Transport {
   }
 
   at::Tensor Copy(const at::Tensor& value, int from, int to, graph::TensorId t) override {
-    const Device& dst = devices_[static_cast<size_t>(to)];
+    const graph::Device& dst = devices_[static_cast<size_t>(to)];
     const int stream_device = IsCuda(to) ? to : from;
     c10::cuda::CUDAStream& stream = *streams_[static_cast<size_t>(stream_device)];
     c10::cuda::CUDAStreamGuard guard(stream);
@@ -143,10 +143,10 @@ class CudaTransport final : public Transport {
 
  private:
   bool IsCuda(int device) const {
-    return device >= 0 && devices_[static_cast<size_t>(device)].type == DeviceType::kCuda;
+    return device >= 0 && devices_[static_cast<size_t>(device)].type == graph::DeviceType::kCuda;
   }
 
-  const DeviceSet devices_;
+  const graph::DeviceSet devices_;
   std::vector<std::optional<c10::cuda::CUDAStream>> streams_;
   // [tensor][device]: the copy that made the value available, for consumers to wait on.
   std::vector<std::vector<std::shared_ptr<at::cuda::CUDAEvent>>> ready_events_;
@@ -154,7 +154,7 @@ class CudaTransport final : public Transport {
 
 }  // namespace
 
-std::unique_ptr<Transport> MakeCudaTransport(const DeviceSet& devices, int num_tensors) {
+std::unique_ptr<Transport> MakeCudaTransport(const graph::DeviceSet& devices, int num_tensors) {
   return std::make_unique<CudaTransport>(devices, num_tensors);
 }
 

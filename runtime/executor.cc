@@ -45,9 +45,10 @@ double Seconds(Clock::time_point from, Clock::time_point to) {
 
 }  // namespace
 
-at::Device TorchDevice(const Device& device) {
-  return device.type == DeviceType::kCuda ? at::Device(at::kCUDA, static_cast<int8_t>(device.index))
-                                          : at::Device(at::kCPU);
+at::Device TorchDevice(const graph::Device& device) {
+  return device.type == graph::DeviceType::kCuda
+             ? at::Device(at::kCUDA, static_cast<int8_t>(device.index))
+             : at::Device(at::kCPU);
 }
 
 TensorMap InitializeParameters(const graph::Graph& graph, uint64_t seed) {
@@ -131,7 +132,7 @@ struct Executor::Impl {
   // A copy, not a reference: a worker abandoned inside a hung op outlives the caller's graph
   // (ASan caught the returning op reading a graph its test had freed).
   const graph::Graph graph;
-  DeviceSet devices;
+  graph::DeviceSet devices;
   graph::Placement placement;
   ExecutorOptions options;
   int num_devices;
@@ -205,7 +206,7 @@ struct Executor::Impl {
     double seconds = 0;
   };
   std::vector<Channel> channels;  // [(from + 1) * num_devices + to], from may be kHost
-  std::vector<std::vector<TraceEvent>> trace_per_device;
+  std::vector<std::vector<graph::TraceEvent>> trace_per_device;
 
   std::unique_ptr<Transports> transports;
 
@@ -218,7 +219,7 @@ struct Executor::Impl {
   std::vector<std::vector<OpId>> collect_ops;  // per collective bucket: this process's
   std::unique_ptr<BucketAllReduce> all_reduce;
 
-  Impl(const graph::Graph& g, DeviceSet d, graph::Placement p, ExecutorOptions o)
+  Impl(const graph::Graph& g, graph::DeviceSet d, graph::Placement p, ExecutorOptions o)
       : graph(g),
         devices(std::move(d)),
         placement(std::move(p)),
@@ -226,16 +227,16 @@ struct Executor::Impl {
         num_devices(static_cast<int>(devices.size())) {}
 
   bool IsCuda(int device) const {
-    return device >= 0 && devices[static_cast<size_t>(device)].type == DeviceType::kCuda;
+    return device >= 0 && devices[static_cast<size_t>(device)].type == graph::DeviceType::kCuda;
   }
 
   void Plan() {
-    if (placement.devices != DeviceNames(devices)) {
+    if (placement.devices != graph::DeviceNames(devices)) {
       throw StepFailure("the placement's devices differ from the executor's");
     }
     std::vector<int> device_process;
-    for (const Device& d : devices) {
-      const int process = DeviceProcess(d.name);
+    for (const graph::Device& d : devices) {
+      const int process = graph::DeviceProcess(d.name);
       if (options.processes && process < 0) {
         throw StepFailure(fmt::format(
             "device '{}': a placement across processes names every device's process ('w0/{}')",
@@ -361,7 +362,7 @@ struct Executor::Impl {
         throw StepFailure(e.what());
       }
     }
-    for (const Device& d : devices) torch_device.push_back(TorchDevice(d));
+    for (const graph::Device& d : devices) torch_device.push_back(TorchDevice(d));
     if (!options.processes) {
       transports = std::make_unique<Transports>(devices, graph.num_tensors());
       return;
@@ -499,7 +500,7 @@ struct Executor::Impl {
     int64_t seen = peak.load();
     while (seen < now && !peak.compare_exchange_weak(seen, now)) {
     }
-    const Device& dev = devices[static_cast<size_t>(device)];
+    const graph::Device& dev = devices[static_cast<size_t>(device)];
     if (dev.memory_capacity > 0 && now > dev.memory_capacity) {
       throw StepFailure(
           fmt::format("out of memory on {}: the step needs at least {} bytes, the "
@@ -728,8 +729,8 @@ struct Executor::Impl {
 
   // ---- workers ----
   void WorkerMain(int device) {
-    const Device& dev = devices[static_cast<size_t>(device)];
-    if (dev.type == DeviceType::kCpu) {
+    const graph::Device& dev = devices[static_cast<size_t>(device)];
+    if (dev.type == graph::DeviceType::kCpu) {
       at::init_num_threads();
       at::set_num_threads(dev.threads);
     }
@@ -1004,7 +1005,7 @@ struct Executor::Impl {
   }
 };
 
-Executor::Executor(const graph::Graph& graph, DeviceSet devices, graph::Placement placement,
+Executor::Executor(const graph::Graph& graph, graph::DeviceSet devices, graph::Placement placement,
                    const TensorMap& parameters, ExecutorOptions options)
     : impl_(std::make_unique<Impl>(graph, std::move(devices), std::move(placement), options)) {
   impl_->Plan();

@@ -10,10 +10,10 @@
 #include <string>
 #include <unordered_map>
 
+#include "graph/device.h"
+#include "graph/evaluator.h"
 #include "graph/ir.h"
 #include "graph/placement.h"
-#include "runtime/device.h"
-#include "runtime/evaluator.h"
 
 namespace placer::runtime {
 
@@ -21,7 +21,7 @@ namespace placer::runtime {
 using TensorMap = std::unordered_map<std::string, at::Tensor>;
 
 // The LibTorch device of a placer device (every CPU worker is at::kCPU).
-at::Device TorchDevice(const Device& device);
+at::Device TorchDevice(const graph::Device& device);
 
 // Host tensors for every parameter, drawn from each parameter's initializer with `seed`.
 TensorMap InitializeParameters(const graph::Graph& graph, uint64_t seed);
@@ -38,9 +38,9 @@ class StepFailure : public std::runtime_error {
 struct StepResult {
   double seconds = 0;  // wall time from the minibatch in host memory to every device done
   double loss = 0;
-  std::vector<DeviceStats> devices;
-  std::vector<TransferStats> transfers;
-  std::vector<TraceEvent> trace;  // when ExecutorOptions::record_trace
+  std::vector<graph::DeviceStats> devices;
+  std::vector<graph::TransferStats> transfers;
+  std::vector<graph::TraceEvent> trace;  // when ExecutorOptions::record_trace
 };
 
 struct Processes;  // runtime/processes.h
@@ -67,7 +67,7 @@ class Executor {
  public:
   // The executor keeps its own copy of `graph`. Parameters are copied from `parameters` (host or
   // any device) to the device of the op that owns each one.
-  Executor(const graph::Graph& graph, DeviceSet devices, graph::Placement placement,
+  Executor(const graph::Graph& graph, graph::DeviceSet devices, graph::Placement placement,
            const TensorMap& parameters, ExecutorOptions options = {});
   ~Executor();
   Executor(const Executor&) = delete;

@@ -11,7 +11,7 @@
 
 namespace placer::runtime {
 
-void SummariseSamples(const std::vector<double>& samples, EvaluationResult& result) {
+void SummariseSamples(const std::vector<double>& samples, graph::EvaluationResult& result) {
   result.step_samples = samples;
   if (samples.empty()) return;
   result.step_seconds = Median(samples);
@@ -22,19 +22,20 @@ void SummariseSamples(const std::vector<double>& samples, EvaluationResult& resu
 
 struct MeasuredEvaluator::State {
   const graph::Graph& graph;
-  DeviceSet devices;
+  graph::DeviceSet devices;
   MeasurementOptions options;
   TensorMap initial_parameters;
   TensorMap batch;
 };
 
-MeasuredEvaluator::MeasuredEvaluator(const graph::Graph& graph, DeviceSet devices,
+MeasuredEvaluator::MeasuredEvaluator(const graph::Graph& graph, graph::DeviceSet devices,
                                      MeasurementOptions options)
     : state_(std::make_unique<State>(State{graph, std::move(devices), options,
                                            InitializeParameters(graph, options.seed),
                                            SyntheticBatch(graph, options.seed + 1)})) {
-  bool any_gpu = std::any_of(state_->devices.begin(), state_->devices.end(),
-                             [](const Device& d) { return d.type == DeviceType::kCuda; });
+  bool any_gpu =
+      std::any_of(state_->devices.begin(), state_->devices.end(),
+                  [](const graph::Device& d) { return d.type == graph::DeviceType::kCuda; });
   if (any_gpu) {
     // Pinned host memory, so that the minibatch's copies to GPUs are asynchronous.
     for (auto& [name, tensor] : state_->batch) tensor = tensor.pin_memory();
@@ -43,10 +44,10 @@ MeasuredEvaluator::MeasuredEvaluator(const graph::Graph& graph, DeviceSet device
 
 MeasuredEvaluator::~MeasuredEvaluator() = default;
 
-EvaluationResult MeasuredEvaluator::Evaluate(const graph::Placement& placement) {
+graph::EvaluationResult MeasuredEvaluator::Evaluate(const graph::Placement& placement) {
   using Clock = std::chrono::steady_clock;
   const MeasurementOptions& o = state_->options;
-  EvaluationResult result;
+  graph::EvaluationResult result;
   auto start = Clock::now();
   try {
     ExecutorOptions executor_options;

@@ -3,9 +3,9 @@
 
 #include <memory>
 
+#include "graph/device.h"
+#include "graph/evaluator.h"
 #include "graph/ir.h"
-#include "runtime/device.h"
-#include "runtime/evaluator.h"
 
 namespace placer::runtime {
 
@@ -22,14 +22,15 @@ struct MeasurementOptions {
   std::shared_ptr<const Processes> processes;
 };
 
-class MeasuredEvaluator : public Evaluator {
+class MeasuredEvaluator : public graph::Evaluator {
  public:
   // `graph` must outlive the evaluator.
-  MeasuredEvaluator(const graph::Graph& graph, DeviceSet devices, MeasurementOptions options);
+  MeasuredEvaluator(const graph::Graph& graph, graph::DeviceSet devices,
+                    MeasurementOptions options);
   ~MeasuredEvaluator() override;
   // Never throws for a bad placement: out of memory, a failing op or the time limit make the
   // result invalid with the reason.
-  EvaluationResult Evaluate(const graph::Placement& placement) override;
+  graph::EvaluationResult Evaluate(const graph::Placement& placement) override;
   std::string name() const override { return "measured"; }
 
  private:
@@ -38,6 +39,6 @@ class MeasuredEvaluator : public Evaluator {
 };
 
 // Median, minimum and maximum of `samples` into `result`.
-void SummariseSamples(const std::vector<double>& samples, EvaluationResult& result);
+void SummariseSamples(const std::vector<double>& samples, graph::EvaluationResult& result);
 
 }  // namespace placer::runtime

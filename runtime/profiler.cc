@@ -31,15 +31,15 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-void Synchronize([[maybe_unused]] const Device& device) {
+void Synchronize([[maybe_unused]] const graph::Device& device) {
 #ifdef PLACER_WITH_CUDA
-  if (device.type == DeviceType::kCuda) c10::cuda::device_synchronize();
+  if (device.type == graph::DeviceType::kCuda) c10::cuda::device_synchronize();
 #endif
 }
 
-std::string HardwareName(const Device& device) {
+std::string HardwareName(const graph::Device& device) {
 #ifdef PLACER_WITH_CUDA
-  if (device.type == DeviceType::kCuda) {
+  if (device.type == graph::DeviceType::kCuda) {
     cudaDeviceProp properties{};
     if (cudaGetDeviceProperties(&properties, device.index) == cudaSuccess) return properties.name;
   }
@@ -49,22 +49,23 @@ std::string HardwareName(const Device& device) {
 
 // Median seconds to make a tensor of `bytes` on `from` (nullptr: host memory) available on `to`,
 // the way the executor does it: a clone between CPU workers, a copy otherwise.
-double CopySeconds(int64_t bytes, const Device* from, const Device& to) {
+double CopySeconds(int64_t bytes, const graph::Device* from, const graph::Device& to) {
   at::Tensor source = at::randn(
       {bytes / 4},
       at::TensorOptions(at::kFloat).device(from ? TorchDevice(*from) : at::Device(at::kCPU)));
-  if (from == nullptr && to.type == DeviceType::kCuda) source = source.pin_memory();
+  if (from == nullptr && to.type == graph::DeviceType::kCuda) source = source.pin_memory();
   std::vector<double> times;
   // On a thread with the sending worker's thread budget, as the executor's copies run.
   std::thread worker([&] {
     at::init_num_threads();
-    at::set_num_threads(from != nullptr && from->type == DeviceType::kCpu ? from->threads : 1);
+    at::set_num_threads(from != nullptr && from->type == graph::DeviceType::kCpu ? from->threads
+                                                                                 : 1);
     for (int repeat = 0; repeat < 12; ++repeat) {
       auto begin = Clock::now();
-      at::Tensor copy =
-          to.type == DeviceType::kCpu && (from == nullptr || from->type == DeviceType::kCpu)
-              ? source.clone()
-              : source.to(TorchDevice(to), /*non_blocking=*/false, /*copy=*/true);
+      at::Tensor copy = to.type == graph::DeviceType::kCpu &&
+                                (from == nullptr || from->type == graph::DeviceType::kCpu)
+                            ? source.clone()
+                            : source.to(TorchDevice(to), /*non_blocking=*/false, /*copy=*/true);
       Synchronize(to);
       if (from) Synchronize(*from);
       if (repeat >= 3) times.push_back(std::chrono::duration<double>(Clock::now() - begin).count());
@@ -74,7 +75,7 @@ double CopySeconds(int64_t bytes, const Device* from, const Device& to) {
   return Median(times);
 }
 
-sim::LinkSpec FitLink(const Device* from, const Device& to) {
+sim::LinkSpec FitLink(const graph::Device* from, const graph::Device& to) {
   std::vector<sim::TransferSample> samples;
   for (int64_t bytes = 4 << 10; bytes <= (16 << 20); bytes *= 4) {
     samples.push_back({bytes, CopySeconds(bytes, from, to)});
@@ -101,9 +102,9 @@ struct CrossingStep : CrossingTimes {
   std::unique_ptr<Executor> executor;
 };
 
-CrossingStep MakeCrossingStep(const graph::Graph& graph, const DeviceSet& devices, int a, int b,
-                              const TensorMap& parameters) {
-  const std::vector<std::string> names = DeviceNames(devices);
+CrossingStep MakeCrossingStep(const graph::Graph& graph, const graph::DeviceSet& devices, int a,
+                              int b, const TensorMap& parameters) {
+  const std::vector<std::string> names = graph::DeviceNames(devices);
   graph::Placement alternating = graph::Placement::AllOn(graph, names, a);
   int k = 0;
   for (graph::OpId id : graph.TopologicalOrder()) {
@@ -133,23 +134,23 @@ double Covered(double begin, double end, const Intervals& intervals) {
 // Files one step's trace. A CPU worker's op event spans the op and the clones it then issues
 // (the executor's RunOp): the op's own time leaves those out, since the link times them.
 void RecordCrossingStep(CrossingStep& crossing, const std::vector<std::string>& names,
-                        const std::vector<TraceEvent>& trace) {
+                        const std::vector<graph::TraceEvent>& trace) {
   const std::string worker[2] = {names[static_cast<size_t>(crossing.a)],
                                  names[static_cast<size_t>(crossing.b)]};
   const std::string sends[2] = {worker[0] + "->" + worker[1], worker[1] + "->" + worker[0]};
   Intervals busy[2], clones[2];
-  for (const TraceEvent& e : trace) {
+  for (const graph::TraceEvent& e : trace) {
     for (int w = 0; w < 2; ++w) {
       if (e.lane == worker[w]) busy[w].emplace_back(e.start_us, e.start_us + e.duration_us);
       if (e.lane == sends[w]) clones[w].emplace_back(e.start_us, e.start_us + e.duration_us);
     }
   }
-  auto overlap = [](const TraceEvent& e, const Intervals& other) {
+  auto overlap = [](const graph::TraceEvent& e, const Intervals& other) {
     return e.duration_us > 0
                ? Covered(e.start_us, e.start_us + e.duration_us, other) / e.duration_us
                : 0.0;
   };
-  for (const TraceEvent& e : trace) {
+  for (const graph::TraceEvent& e : trace) {
     for (int w = 0; w < 2; ++w) {
       if (e.lane == sends[w]) {
         // A clone by worker w, while the receiving worker may be busy.
@@ -234,9 +235,9 @@ std::optional<sim::LinkSpec> FitCrossingLink(const graph::Graph& graph,
 namespace {
 
 // The devices of each kind that has several: contention is measured among them.
-std::vector<std::vector<size_t>> KindsOfSeveral(const DeviceSet& devices) {
+std::vector<std::vector<size_t>> KindsOfSeveral(const graph::DeviceSet& devices) {
   std::vector<std::vector<size_t>> kinds;
-  for (DeviceType type : {DeviceType::kCpu, DeviceType::kCuda}) {
+  for (graph::DeviceType type : {graph::DeviceType::kCpu, graph::DeviceType::kCuda}) {
     std::vector<size_t> of_type;
     for (size_t d = 0; d < devices.size(); ++d) {
       if (devices[d].type == type) of_type.push_back(d);
@@ -250,7 +251,7 @@ std::vector<std::vector<size_t>> KindsOfSeveral(const DeviceSet& devices) {
 // at once (each on its own thread, starting together): what each op takes while all the others
 // of its kind are busy goes to `contended_times`.
 void RunConcurrently(std::vector<std::unique_ptr<Executor>>& alone, const std::vector<size_t>& kind,
-                     const TensorMap& batch, const DeviceSet& devices, int steps,
+                     const TensorMap& batch, const graph::DeviceSet& devices, int steps,
                      std::vector<std::map<std::string, std::vector<double>>>& contended_times) {
   for (int round = 0; round <= steps; ++round) {
     std::vector<StepResult> results(kind.size());
@@ -272,7 +273,7 @@ void RunConcurrently(std::vector<std::unique_ptr<Executor>>& alone, const std::v
     }
     if (round == 0) continue;
     for (size_t i = 0; i < kind.size(); ++i) {
-      for (const TraceEvent& e : results[i].trace) {
+      for (const graph::TraceEvent& e : results[i].trace) {
         if (e.lane == devices[kind[i]].name) {
           contended_times[kind[i]][e.name].push_back(e.duration_us * 1e-6);
         }
@@ -302,11 +303,11 @@ std::vector<bool> ReadsForeign(const graph::Graph& graph, const graph::Placement
 // `contended_times`, except the ops reading another device's tensor (`reads_foreign`), whose
 // extra time is the link's receive cost, not contention.
 void RunShares(Executor& shares, const std::vector<bool>& reads_foreign, const graph::Graph& graph,
-               const TensorMap& batch, const DeviceSet& devices, int steps,
+               const TensorMap& batch, const graph::DeviceSet& devices, int steps,
                std::vector<std::map<std::string, std::vector<double>>>& contended_times) {
   shares.RunStep(batch);
   for (int k = 0; k < steps; ++k) {
-    for (const TraceEvent& e : shares.RunStep(batch).trace) {
+    for (const graph::TraceEvent& e : shares.RunStep(batch).trace) {
       const std::optional<graph::OpId> op = graph.FindOp(e.name);
       if (!op || reads_foreign[static_cast<size_t>(*op)]) continue;
       for (size_t d = 0; d < devices.size(); ++d) {
@@ -338,18 +339,18 @@ sim::ContentionSpec FitContention(
 
 }  // namespace
 
-sim::ProfiledCostModel ProfileDevices(const graph::Graph& graph, const DeviceSet& devices,
+sim::ProfiledCostModel ProfileDevices(const graph::Graph& graph, const graph::DeviceSet& devices,
                                       const ProfileOptions& options) {
   sim::ProfiledCostModel profile;
   profile.metadata().model = options.model_name;
   profile.metadata().libtorch_version = TORCH_VERSION;
   profile.metadata().date = Today();
-  for (const Device& device : devices) {
+  for (const graph::Device& device : devices) {
     profile.metadata().devices.push_back({device.name, HardwareName(device)});
   }
   const TensorMap parameters = InitializeParameters(graph, options.seed);
   TensorMap batch = SyntheticBatch(graph, options.seed + 1);
-  const std::vector<std::string> names = DeviceNames(devices);
+  const std::vector<std::string> names = graph::DeviceNames(devices);
   // Every device alone, with the thread budget it has in a placement, every pair of CPU workers
   // in a crossing step, and the devices of each kind all at once. They take turns in blocks of a
   // few steps, so that a slow phase of a shared machine (another tenant's memory traffic) falls on
@@ -374,8 +375,8 @@ sim::ProfiledCostModel ProfileDevices(const graph::Graph& graph, const DeviceSet
   std::vector<CrossingStep> crossings;
   for (int a = 0; a < static_cast<int>(devices.size()); ++a) {
     for (int b = a + 1; b < static_cast<int>(devices.size()); ++b) {
-      if (devices[static_cast<size_t>(a)].type == DeviceType::kCpu &&
-          devices[static_cast<size_t>(b)].type == DeviceType::kCpu) {
+      if (devices[static_cast<size_t>(a)].type == graph::DeviceType::kCpu &&
+          devices[static_cast<size_t>(b)].type == graph::DeviceType::kCpu) {
         crossings.push_back(MakeCrossingStep(graph, devices, a, b, parameters));
       }
     }
@@ -393,7 +394,7 @@ sim::ProfiledCostModel ProfileDevices(const graph::Graph& graph, const DeviceSet
     for (size_t d = 0; d < devices.size(); ++d) {
       alone[d]->RunStep(batch);
       for (int k = 0; k < steps; ++k) {
-        for (const TraceEvent& e : alone[d]->RunStep(batch).trace) {
+        for (const graph::TraceEvent& e : alone[d]->RunStep(batch).trace) {
           if (e.lane == devices[d].name) op_times[d][e.name].push_back(e.duration_us * 1e-6);
         }
       }
@@ -427,7 +428,7 @@ sim::ProfiledCostModel ProfileDevices(const graph::Graph& graph, const DeviceSet
   }
   std::map<std::pair<int, int>, sim::LinkSpec> from_steps;
   const double cpu_contention =
-      profile.FindContention(DeviceType::kCpu).value_or(sim::ContentionSpec{}).Factor(2);
+      profile.FindContention(graph::DeviceType::kCpu).value_or(sim::ContentionSpec{}).Factor(2);
   for (CrossingStep& crossing : crossings) {
     crossing.executor.reset();
     for (auto [from, to] : {std::pair{crossing.a, crossing.b}, std::pair{crossing.b, crossing.a}}) {
@@ -438,7 +439,7 @@ sim::ProfiledCostModel ProfileDevices(const graph::Graph& graph, const DeviceSet
     }
   }
   for (size_t to = 0; to < devices.size(); ++to) {
-    if (devices[to].type == DeviceType::kCuda) {
+    if (devices[to].type == graph::DeviceType::kCuda) {
       profile.SetLink(sim::kHostName, devices[to].name, FitLink(nullptr, devices[to]));
     }
     for (size_t from = 0; from < devices.size(); ++from) {

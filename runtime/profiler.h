@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "graph/device.h"
 #include "graph/ir.h"
 #include "graph/placement.h"
-#include "runtime/device.h"
 #include "runtime/sim/cost_model.h"
 
 namespace placer::runtime {
@@ -38,7 +38,7 @@ struct ProfileOptions {
 // the other worker was busy. Copies that involve a GPU (and CPU pairs whose graph crosses with
 // fewer than two tensor sizes) are fitted from synchronised copies of 4 KiB to 16 MiB, host
 // memory to each GPU included. Throws StepFailure when the step cannot run on a device.
-sim::ProfiledCostModel ProfileDevices(const graph::Graph& graph, const DeviceSet& devices,
+sim::ProfiledCostModel ProfileDevices(const graph::Graph& graph, const graph::DeviceSet& devices,
                                       const ProfileOptions& options);
 
 // What the alternating step of two CPU workers recorded (its pieces exposed for the tests).

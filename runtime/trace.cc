@@ -7,10 +7,11 @@
 
 namespace placer::runtime {
 
-std::string ChromeTraceJson(const std::vector<TraceEvent>& events, const std::string& process) {
+std::string ChromeTraceJson(const std::vector<graph::TraceEvent>& events,
+                            const std::string& process) {
   // Device lanes first, then transfer channels ("from->to"), each sorted by name.
   std::map<std::pair<bool, std::string>, int> order;
-  for (const TraceEvent& e : events)
+  for (const graph::TraceEvent& e : events)
     order.emplace(std::pair{e.lane.find("->") != std::string::npos, e.lane}, 0);
   std::map<std::string, int> tid_of;
   nlohmann::json trace = nlohmann::json::array();
@@ -30,7 +31,7 @@ std::string ChromeTraceJson(const std::vector<TraceEvent>& events, const std::st
                      {"name", "thread_sort_index"},
                      {"args", {{"sort_index", tid}}}});
   }
-  for (const TraceEvent& e : events) {
+  for (const graph::TraceEvent& e : events) {
     trace.push_back({{"ph", "X"},
                      {"pid", 1},
                      {"tid", tid_of.at(e.lane)},
@@ -41,8 +42,8 @@ std::string ChromeTraceJson(const std::vector<TraceEvent>& events, const std::st
   return nlohmann::json{{"traceEvents", trace}, {"displayTimeUnit", "ms"}}.dump() + "\n";
 }
 
-void WriteChromeTrace(const std::filesystem::path& file, const std::vector<TraceEvent>& events,
-                      const std::string& process) {
+void WriteChromeTrace(const std::filesystem::path& file,
+                      const std::vector<graph::TraceEvent>& events, const std::string& process) {
   graph::WriteFileAtomically(file, ChromeTraceJson(events, process));
 }
 

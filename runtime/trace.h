@@ -5,12 +5,13 @@
 #include <string>
 #include <vector>
 
-#include "runtime/evaluator.h"
+#include "graph/evaluator.h"
 
 namespace placer::runtime {
 
-std::string ChromeTraceJson(const std::vector<TraceEvent>& events, const std::string& process);
-void WriteChromeTrace(const std::filesystem::path& file, const std::vector<TraceEvent>& events,
-                      const std::string& process);
+std::string ChromeTraceJson(const std::vector<graph::TraceEvent>& events,
+                            const std::string& process);
+void WriteChromeTrace(const std::filesystem::path& file,
+                      const std::vector<graph::TraceEvent>& events, const std::string& process);
 
 }  // namespace placer::runtime

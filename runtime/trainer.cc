@@ -35,14 +35,15 @@ std::string LogitsOf(const graph::Graph& g) {
   throw graph::GraphError("the model has no loss, so no logits to predict with");
 }
 
-double TestAccuracy(const graph::Graph& eval_graph, const DeviceSet& devices,
+double TestAccuracy(const graph::Graph& eval_graph, const graph::DeviceSet& devices,
                     const TensorMap& parameters, const ImageDataset& test) {
   const int64_t batch = eval_graph.tensor(eval_graph.TensorByName("images")).shape[0];
   ExecutorOptions options;
   options.forward_only = true;
-  DeviceSet first = {devices.front()};
-  Executor executor(eval_graph, first, graph::Placement::AllOn(eval_graph, DeviceNames(first), 0),
-                    parameters, options);
+  graph::DeviceSet first = {devices.front()};
+  Executor executor(eval_graph, first,
+                    graph::Placement::AllOn(eval_graph, graph::DeviceNames(first), 0), parameters,
+                    options);
   const std::string logits = LogitsOf(eval_graph);
   at::Tensor order = at::arange(test.count, at::kLong);
   int64_t correct = 0;
@@ -62,7 +63,7 @@ double TestAccuracy(const graph::Graph& eval_graph, const DeviceSet& devices,
 }  // namespace
 
 std::vector<EpochReport> Train(const TrainingSetup& setup, const graph::Graph& eval_graph,
-                               const DeviceSet& devices, const ImageDataset& train,
+                               const graph::DeviceSet& devices, const ImageDataset& train,
                                const ImageDataset& test, const TrainOptions& options,
                                const std::function<void(const EpochReport&)>& on_epoch) {
   using Clock = std::chrono::steady_clock;

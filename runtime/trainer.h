@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "graph/data_parallel.h"
+#include "graph/device.h"
 #include "graph/ir.h"
 #include "graph/placement.h"
-#include "runtime/device.h"
 #include "runtime/executor.h"
 #include "runtime/fashion_mnist.h"
 
@@ -48,7 +48,7 @@ TrainingSetup DataParallelSetup(const graph::DataParallelGraph& dp);
 // with the single-device forward graph `eval_graph` (same model, same batch size) on the first
 // device. `on_epoch` is called after each epoch.
 std::vector<EpochReport> Train(const TrainingSetup& setup, const graph::Graph& eval_graph,
-                               const DeviceSet& devices, const ImageDataset& train,
+                               const graph::DeviceSet& devices, const ImageDataset& train,
                                const ImageDataset& test, const TrainOptions& options,
                                const std::function<void(const EpochReport&)>& on_epoch = nullptr);
 

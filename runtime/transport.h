@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "graph/device.h"
 #include "graph/ir.h"
 #include "graph/placement.h"
-#include "runtime/device.h"
 #include "runtime/trace.h"
 
 namespace placer::runtime {
@@ -27,7 +27,7 @@ class OpTimer {
   virtual void End(size_t trace_index) = 0;  // after it: its event in the trace, or kUntraced
   // After the device's work is synchronised: the ops' busy seconds; corrects the start and
   // duration of the traced ones in `trace`.
-  virtual double Finish(std::vector<TraceEvent>& trace) = 0;
+  virtual double Finish(std::vector<graph::TraceEvent>& trace) = 0;
 };
 
 class Transport {
@@ -91,7 +91,7 @@ class Transports {
   // Throws StepFailure when a device needs a transport this build lacks (a GPU without CUDA).
   // `cross`: the placement spans processes (its devices that are not this process's are reached
   // through the process group).
-  Transports(const DeviceSet& devices, int num_tensors, const CrossProcess* cross = nullptr);
+  Transports(const graph::DeviceSet& devices, int num_tensors, const CrossProcess* cross = nullptr);
   ~Transports();
   Transports(const Transports&) = delete;
   Transports& operator=(const Transports&) = delete;
@@ -111,7 +111,7 @@ class Transports {
 // The implementations (one file each).
 std::unique_ptr<Transport> MakeCpuCopyTransport();
 // Built only with PLACER_WITH_CUDA.
-std::unique_ptr<Transport> MakeCudaTransport(const DeviceSet& devices, int num_tensors);
+std::unique_ptr<Transport> MakeCudaTransport(const graph::DeviceSet& devices, int num_tensors);
 // c10d send/recv between processes (Gloo; a GPU's tensors go through host memory).
 std::unique_ptr<Transport> MakeProcessTransport(const CrossProcess& cross, int num_devices);
 

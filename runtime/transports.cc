@@ -6,16 +6,16 @@
 
 namespace placer::runtime {
 
-Transports::Transports(const DeviceSet& devices, int num_tensors, const CrossProcess* cross)
+Transports::Transports(const graph::DeviceSet& devices, int num_tensors, const CrossProcess* cross)
     : num_devices_(static_cast<int>(devices.size())) {
   // Another process's GPUs are reached through the process group only: the CUDA transport, which
   // takes a stream on each GPU it serves, sees them as absent (a CPU worker it never copies to).
-  DeviceSet own = devices;
+  graph::DeviceSet own = devices;
   for (size_t d = 0; cross != nullptr && d < own.size(); ++d) {
-    if (cross->device_process[d] != cross->processes->rank()) own[d].type = DeviceType::kCpu;
+    if (cross->device_process[d] != cross->processes->rank()) own[d].type = graph::DeviceType::kCpu;
   }
   bool any_cuda = false;
-  for (const Device& d : own) any_cuda = any_cuda || d.type == DeviceType::kCuda;
+  for (const graph::Device& d : own) any_cuda = any_cuda || d.type == graph::DeviceType::kCuda;
   all_.push_back(MakeCpuCopyTransport());
   Transport* cpu = all_.back().get();
   Transport* cuda = nullptr;
@@ -31,7 +31,7 @@ Transports::Transports(const DeviceSet& devices, int num_tensors, const CrossPro
 #endif
   }
   auto is_cuda = [&](int d) {
-    return d >= 0 && own[static_cast<size_t>(d)].type == DeviceType::kCuda;
+    return d >= 0 && own[static_cast<size_t>(d)].type == graph::DeviceType::kCuda;
   };
   Transport* between_processes = nullptr;
   if (cross != nullptr) {

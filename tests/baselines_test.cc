@@ -27,14 +27,14 @@
 namespace placer::baselines {
 namespace {
 
+using graph::Device;
+using graph::DeviceSet;
+using graph::DeviceType;
 using graph::Graph;
 using graph::Grouping;
 using graph::ModelBuilder;
 using graph::OpId;
 using graph::TensorId;
-using runtime::Device;
-using runtime::DeviceSet;
-using runtime::DeviceType;
 using ::testing::AllOf;
 using ::testing::DoubleNear;
 using ::testing::Each;

@@ -23,13 +23,14 @@
 
 #include "cli/model_factory.h"
 #include "graph/data_parallel.h"
+#include "graph/device.h"
 #include "graph/micro_batches.h"
 #include "placer/config/config.h"
+#include "placer/setup/devices.h"
 #include "proto/evaluation_wire.h"
 #include "proto/message_auth.h"
 #include "runtime/cluster/store.h"
 #include "runtime/cluster/worker_pool.h"
-#include "runtime/device.h"
 #include "runtime/measured_evaluator.h"
 #include "runtime/sim/simulated_evaluator.h"
 #include "tests/placer_process.h"
@@ -108,7 +109,7 @@ struct Fixture {
   proto::ClusterKey key = proto::ClusterKey::Generate();
   fs::path key_file = dir.path() / "pool.key";  // `key`, for the workers of a WorkerPool
   config::Config config;
-  runtime::DeviceSet devices;
+  graph::DeviceSet devices;
   std::vector<std::string> names;
   graph::Graph single, replicated;
   graph::MicroBatchedGraph pipelined;  // 4 micro-batches
@@ -117,8 +118,8 @@ struct Fixture {
     std::ofstream(config_file) << kConfig << extra;
     key.WriteFile(key_file);
     config = config::LoadConfig(config_file);
-    devices = runtime::ResolveDevices(config);
-    names = runtime::DeviceNames(devices);
+    devices = setup::ResolveDevices(config);
+    names = graph::DeviceNames(devices);
     single = cli::BuildSingleModel(config);
     replicated = graph::BuildDataParallel(cli::ForwardBuilderFor(config), config.model.batch_size,
                                           {"r0", "r1"}, {1.0, 1.0}, config.model.learning_rate)
@@ -162,9 +163,9 @@ struct Fixture {
     return tasks;
   }
 
-  std::vector<runtime::EvaluationResult> Local(const std::vector<cluster::PoolTask>& tasks) const {
+  std::vector<graph::EvaluationResult> Local(const std::vector<cluster::PoolTask>& tasks) const {
     std::unique_ptr<sim::CostModel> costs = cli::CostModelFor(config);
-    std::vector<runtime::EvaluationResult> results;
+    std::vector<graph::EvaluationResult> results;
     for (const cluster::PoolTask& task : tasks) {
       const graph::Graph& graph = task.placement.micro_batches > 1 ? pipelined.graph
                                   : task.replicas == 1             ? single
@@ -190,8 +191,8 @@ TEST(ClusterTest, PoolVerdictsEqualLocalOnes) {
   }
   // Simulated: the same numbers to the last bit.
   const std::vector<cluster::PoolTask> simulated = f.Tasks("simulated");
-  const std::vector<runtime::EvaluationResult> local = f.Local(simulated);
-  const std::vector<runtime::EvaluationResult> pooled = pool->Evaluate(simulated);
+  const std::vector<graph::EvaluationResult> local = f.Local(simulated);
+  const std::vector<graph::EvaluationResult> pooled = pool->Evaluate(simulated);
   ASSERT_EQ(pooled.size(), local.size());
   for (size_t i = 0; i < local.size(); ++i) {
     ASSERT_TRUE(local[i].valid) << local[i].invalid_reason;
@@ -207,8 +208,8 @@ TEST(ClusterTest, PoolVerdictsEqualLocalOnes) {
   // Measured: times differ run to run, the training itself does not: the same loss after the
   // same steps, the same memory, the same transfers.
   const std::vector<cluster::PoolTask> measured = f.Tasks("measured");
-  const std::vector<runtime::EvaluationResult> local_measured = f.Local(measured);
-  const std::vector<runtime::EvaluationResult> pooled_measured = pool->Evaluate(measured);
+  const std::vector<graph::EvaluationResult> local_measured = f.Local(measured);
+  const std::vector<graph::EvaluationResult> pooled_measured = pool->Evaluate(measured);
   for (size_t i = 0; i < local_measured.size(); ++i) {
     ASSERT_TRUE(local_measured[i].valid) << local_measured[i].invalid_reason;
     ASSERT_TRUE(pooled_measured[i].valid) << pooled_measured[i].invalid_reason;
@@ -223,7 +224,7 @@ TEST(ClusterTest, PoolVerdictsEqualLocalOnes) {
   // A placement for another model is invalid with the reason, not a crash of the worker.
   cluster::PoolTask wrong = f.Tasks("simulated").front();
   wrong.placement.device_of_op.pop_back();
-  const runtime::EvaluationResult refused = pool->Evaluate({wrong}).front();
+  const graph::EvaluationResult refused = pool->Evaluate({wrong}).front();
   EXPECT_FALSE(refused.valid);
   EXPECT_THAT(refused.invalid_reason, HasSubstr("ops"));
   EXPECT_EQ(pool->live_workers(), 2);
@@ -253,9 +254,9 @@ TEST(ClusterTest, AWorkerKilledWhileEvaluatingLosesNothing) {
   std::vector<cluster::PoolTask> tasks = f.Tasks("measured");
   const std::vector<cluster::PoolTask> more = f.Tasks("measured");
   tasks.insert(tasks.end(), more.begin(), more.end());
-  const std::vector<runtime::EvaluationResult> pooled = pool->Evaluate(tasks);
+  const std::vector<graph::EvaluationResult> pooled = pool->Evaluate(tasks);
   ASSERT_TRUE(killed);
-  const std::vector<runtime::EvaluationResult> local = f.Local(tasks);
+  const std::vector<graph::EvaluationResult> local = f.Local(tasks);
   ASSERT_EQ(pooled.size(), tasks.size());
   for (size_t i = 0; i < tasks.size(); ++i) {
     ASSERT_TRUE(pooled[i].valid) << "task " << i << ": " << pooled[i].invalid_reason;
@@ -284,7 +285,7 @@ TEST(ClusterTest, EveryWorkerGoneIsAnErrorNotInvalidPlacements) {
   try {
     pool.Evaluate(f.Tasks("measured"));
     FAIL() << "a pool without workers judged a batch";
-  } catch (const runtime::EvaluatorUnavailable& error) {
+  } catch (const graph::EvaluatorUnavailable& error) {
     EXPECT_THAT(error.what(), HasSubstr("every worker is gone"));
     EXPECT_THAT(error.what(), HasSubstr("rank 1: no heartbeat"));
   }
@@ -390,7 +391,7 @@ TEST(ClusterTest, AWorkerWithAnotherKeyIsRefusedAndNamed) {
   EXPECT_THAT(pool.refused().front(), HasSubstr("rank 1 (host " + HostName() + ")"));
   EXPECT_THAT(pool.refused().front(), HasSubstr("not sealed under this search's key"));
   EXPECT_EQ(pool.dropped_messages().ToString(), "1 (1 bad MAC)");
-  const runtime::EvaluationResult judged = pool.Evaluate({f.Tasks("simulated").front()}).front();
+  const graph::EvaluationResult judged = pool.Evaluate({f.Tasks("simulated").front()}).front();
   EXPECT_TRUE(judged.valid) << judged.invalid_reason;
 }
 

@@ -25,24 +25,24 @@ struct Case {
   graph::Graph graph;
   graph::Placement placement;  // over `devices`
   runtime::TensorMap parameters, batch;
-  runtime::DeviceSet devices;
+  graph::DeviceSet devices;
 };
 
 // GPU k of this machine in process k: "w0/cuda:0", "w1/cuda:1" (NCCL needs a GPU per process).
-inline runtime::DeviceSet ProcessGpus() {
-  runtime::DeviceSet devices;
+inline graph::DeviceSet ProcessGpus() {
+  graph::DeviceSet devices;
   for (int k = 0; k < kProcesses; ++k) {
-    devices.push_back({fmt::format("w{}/cuda:{}", k, k), runtime::DeviceType::kCuda, k, 1, 0});
+    devices.push_back({fmt::format("w{}/cuda:{}", k, k), graph::DeviceType::kCuda, k, 1, 0});
   }
   return devices;
 }
 
 // `per_process` 1-thread CPU workers per process: "w0/cpu:0", ..., "w1/cpu:0", ...
-inline runtime::DeviceSet ProcessWorkers(int per_process = 1) {
-  runtime::DeviceSet devices;
+inline graph::DeviceSet ProcessWorkers(int per_process = 1) {
+  graph::DeviceSet devices;
   for (int k = 0; k < kProcesses; ++k) {
     for (int i = 0; i < per_process; ++i) {
-      devices.push_back({fmt::format("w{}/cpu:{}", k, i), runtime::DeviceType::kCpu, i, 1, 0});
+      devices.push_back({fmt::format("w{}/cpu:{}", k, i), graph::DeviceType::kCpu, i, 1, 0});
     }
   }
   return devices;
@@ -54,7 +54,7 @@ inline Case Split() {
   Case c;
   c.graph = graph::BuildLeNet({.batch_size = 16, .learning_rate = kLearningRate});
   c.devices = ProcessWorkers();
-  c.placement = graph::Placement::AllOn(c.graph, runtime::DeviceNames(c.devices), 0);
+  c.placement = graph::Placement::AllOn(c.graph, graph::DeviceNames(c.devices), 0);
   for (const char* op : {"fc1", "relu3", "fc2", "loss"}) {
     c.placement.device_of_op[static_cast<size_t>(*c.graph.FindOp(op))] = 1;
   }
@@ -69,7 +69,7 @@ inline Case DataParallelReference() {
   graph::Placement placement = graph::Placement::AllOn(g, {"cpu:0"}, 0);
   runtime::TensorMap parameters = runtime::InitializeParameters(g, 41);
   runtime::TensorMap batch = runtime::SyntheticBatch(g, 42);
-  runtime::DeviceSet one = {{"cpu:0", runtime::DeviceType::kCpu, 0, 1, 0}};
+  graph::DeviceSet one = {{"cpu:0", graph::DeviceType::kCpu, 0, 1, 0}};
   return {std::move(g), std::move(placement), std::move(parameters), std::move(batch),
           std::move(one)};
 }
@@ -83,7 +83,7 @@ inline constexpr int64_t kSmallBucketBytes = int64_t{64} << 10;
 // On GPUs (`devices`: ProcessGpus()), the buckets are all-reduced by NCCL.
 inline Case DataParallel(int per_process = 1,
                          int64_t bucket_bytes = graph::AllReduceOptions{}.bucket_bytes,
-                         runtime::DeviceSet devices = {}) {
+                         graph::DeviceSet devices = {}) {
   Case reference = DataParallelReference();
   const int64_t batch_size = reference.batch.at("labels").size(0);
   if (devices.empty()) devices = ProcessWorkers(per_process);
@@ -92,7 +92,7 @@ inline Case DataParallel(int per_process = 1,
         return graph::BuildLeNet(
             {.batch_size = shard, .loss_normalizer = normalizer, .training_step = false});
       },
-      batch_size, runtime::DeviceNames(devices), std::vector<double>(devices.size(), 1.0),
+      batch_size, graph::DeviceNames(devices), std::vector<double>(devices.size(), 1.0),
       kLearningRate, {.bucket_bytes = bucket_bytes});
   Case c{std::move(dp.graph), std::move(dp.placement), {}, {}, std::move(devices)};
   int64_t offset = 0;

@@ -23,9 +23,8 @@ int main(int argc, char** argv) {
     at::set_num_threads(1);  // 1-thread workers: libgomp's spinning slows localhost transfers
     const cluster::Rendezvous rendezvous = cluster::RendezvousFromEnvironment();
     cross_process::Case c = cross_process::MakeCase(argv[1]);
-    const bool gpus = std::any_of(c.devices.begin(), c.devices.end(), [](const auto& d) {
-      return d.type == runtime::DeviceType::kCuda;
-    });
+    const bool gpus = std::any_of(c.devices.begin(), c.devices.end(),
+                                  [](const auto& d) { return d.type == graph::DeviceType::kCuda; });
     cluster::ProcessGroups groups =
         cluster::JoinProcessGroups(rendezvous, std::chrono::seconds(60), gpus);
     auto processes = std::make_shared<runtime::Processes>(
@@ -38,9 +37,9 @@ int main(int argc, char** argv) {
       // Bytes this process sent to devices of other processes by send/recv (the test checks that
       // data parallelism sends none: its gradients cross by allreduce).
       int64_t sent = 0;
-      for (const runtime::TransferStats& transfer : r.transfers) {
+      for (const graph::TransferStats& transfer : r.transfers) {
         if (transfer.from != "host" &&
-            runtime::DeviceProcess(transfer.from) != runtime::DeviceProcess(transfer.to)) {
+            graph::DeviceProcess(transfer.from) != graph::DeviceProcess(transfer.to)) {
           sent += transfer.bytes;
         }
       }

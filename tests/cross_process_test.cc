@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "graph/training_step.h"
+#include "runtime/device.h"
 #include "tests/cross_process_cases.h"
 #include "tests/placer_process.h"
 #include "tests/temp_dir.h"
@@ -93,7 +94,7 @@ TensorMap RunAcrossProcesses(const std::string& name, const fs::path& dir) {
 // The parameters after cross_process::kSteps steps of `c.graph` with every op on one device of
 // this process, flattened as the processes write them.
 TensorMap OneDevice(const cross_process::Case& c) {
-  runtime::DeviceSet one = {{"cpu:0", runtime::DeviceType::kCpu, 0, 1, 0}};
+  graph::DeviceSet one = {{"cpu:0", graph::DeviceType::kCpu, 0, 1, 0}};
   graph::Placement placement = graph::Placement::AllOn(c.graph, {"cpu:0"}, 0);
   runtime::Executor executor(c.graph, one, placement, c.parameters);
   for (int step = 0; step < cross_process::kSteps; ++step) executor.RunStep(c.batch);
@@ -187,7 +188,7 @@ TEST(CrossProcessTest, DataParallelOnGpusOfTwoProcessesTrainsAsOneDevice) {
   ExpectDataParallelTrainsAsOneDevice("data_parallel_gpus", c, 1e-4);
 }
 
-// The command line of the README: `placer evaluate --data-parallel` with devices of two
+// The command line of docs/cluster.md: `placer evaluate --data-parallel` with devices of two
 // processes, started once per process, measures the step in both.
 TEST(CrossProcessTest, EvaluateRunsADataParallelStepAcrossProcesses) {
   test_support::TempDir dir("cross_process_evaluate");

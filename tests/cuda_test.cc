@@ -37,6 +37,7 @@
 #include "graph/ops.h"
 #include "graph/placement.h"
 #include "graph/training_step.h"
+#include "runtime/device.h"
 #include "runtime/executor.h"
 #include "runtime/measured_evaluator.h"
 #include "runtime/profiler.h"
@@ -104,14 +105,14 @@ using CudaMeasuredEvaluatorTest = CudaTest;
 using CudaProfilerTest = CudaTest;
 
 // cpu:0 (a worker of `cpu_threads` threads) and cuda:0; capacities 0 = unlimited.
-DeviceSet CpuAndCuda(int cpu_threads = 1, int64_t cuda_capacity = 0) {
-  return {{"cpu:0", DeviceType::kCpu, 0, cpu_threads, 0},
-          {"cuda:0", DeviceType::kCuda, 0, 1, cuda_capacity}};
+graph::DeviceSet CpuAndCuda(int cpu_threads = 1, int64_t cuda_capacity = 0) {
+  return {{"cpu:0", graph::DeviceType::kCpu, 0, cpu_threads, 0},
+          {"cuda:0", graph::DeviceType::kCuda, 0, 1, cuda_capacity}};
 }
 
-graph::Placement RandomPlacement(const graph::Graph& g, const DeviceSet& devices,
+graph::Placement RandomPlacement(const graph::Graph& g, const graph::DeviceSet& devices,
                                  std::mt19937& rng) {
-  graph::Placement placement = graph::Placement::AllOn(g, DeviceNames(devices), 0);
+  graph::Placement placement = graph::Placement::AllOn(g, graph::DeviceNames(devices), 0);
   std::uniform_int_distribution<int> pick(0, static_cast<int>(devices.size()) - 1);
   for (graph::OpId id : g.OpsInPhase(graph::Phase::kForward)) {
     placement.device_of_op[static_cast<size_t>(id)] = pick(rng);
@@ -128,9 +129,9 @@ void ExpectSameLoss(double actual, double expected, const std::string& context) 
   EXPECT_NEAR(actual, expected, kLossRtol * std::abs(expected) + kParameterAtol) << context;
 }
 
-const TransferStats* FindTransfer(const StepResult& r, const std::string& from,
-                                  const std::string& to) {
-  for (const TransferStats& t : r.transfers) {
+const graph::TransferStats* FindTransfer(const StepResult& r, const std::string& from,
+                                         const std::string& to) {
+  for (const graph::TransferStats& t : r.transfers) {
     if (t.from == from && t.to == to) return &t;
   }
   return nullptr;
@@ -178,16 +179,16 @@ TEST_F(CudaExecutorTest, LeNetThreeStepsAllOnCuda0MatchAllOnCpu0) {
   graph::Graph g = graph::BuildLeNet({.batch_size = 64});
   const TensorMap initial = InitializeParameters(g, 7);
   const TensorMap batch = SyntheticBatch(g, 8);
-  const DeviceSet devices = CpuAndCuda();
-  Executor on_cpu(g, devices, graph::Placement::AllOn(g, DeviceNames(devices), 0), initial);
-  Executor on_gpu(g, devices, graph::Placement::AllOn(g, DeviceNames(devices), 1), initial);
+  const graph::DeviceSet devices = CpuAndCuda();
+  Executor on_cpu(g, devices, graph::Placement::AllOn(g, graph::DeviceNames(devices), 0), initial);
+  Executor on_gpu(g, devices, graph::Placement::AllOn(g, graph::DeviceNames(devices), 1), initial);
   for (int step = 0; step < 3; ++step) {
     const StepResult cpu = on_cpu.RunStep(batch);
     const StepResult gpu = on_gpu.RunStep(batch);
     ExpectSameLoss(gpu.loss, cpu.loss, "loss of step " + std::to_string(step));
     EXPECT_GT(gpu.loss, 0.0);
     // The GPU really ran the step: the minibatch went to it and cpu:0 stayed idle.
-    const TransferStats* upload = FindTransfer(gpu, "host", "cuda:0");
+    const graph::TransferStats* upload = FindTransfer(gpu, "host", "cuda:0");
     ASSERT_NE(upload, nullptr);
     EXPECT_EQ(upload->bytes, g.tensor(g.TensorByName("images")).bytes() +
                                  g.tensor(g.TensorByName("labels")).bytes());
@@ -211,7 +212,7 @@ void CheckRandomPlacementsMatchOneDevice(const graph::Graph& g, int trials, uint
   for (int step = 0; step < 2; ++step) reference_loss = one_device.RunStep(batch).loss;
   const TensorMap reference = one_device.Parameters();
 
-  const DeviceSet devices = CpuAndCuda();
+  const graph::DeviceSet devices = CpuAndCuda();
   std::mt19937 rng(seed);
   int crossing_both_ways = 0;
   for (int trial = 0; trial < trials; ++trial) {
@@ -253,22 +254,22 @@ TEST_F(CudaExecutorTest, TwentyFiveRandomBranchingPlacementsOverCpuAndCudaMatchO
 
 TEST_F(CudaExecutorTest, CopiesBetweenCpuAndCudaAreCountedAndTraced) {
   graph::Graph g = graph::BuildLeNet({.batch_size = 16});
-  const DeviceSet devices = CpuAndCuda();
-  graph::Placement placement = graph::Placement::AllOn(g, DeviceNames(devices), 0);
+  const graph::DeviceSet devices = CpuAndCuda();
+  graph::Placement placement = graph::Placement::AllOn(g, graph::DeviceNames(devices), 0);
   placement.device_of_op[static_cast<size_t>(*g.FindOp("fc1"))] = 1;
   Executor executor(g, devices, placement, InitializeParameters(g, 0), {.record_trace = true});
   const StepResult r = executor.RunStep(SyntheticBatch(g, 0));
   // As runtime_test's CPU version: flatten's output and relu3's gradient go to fc1 on cuda:0;
   // fc1's output and flatten's gradient come back.
-  const TransferStats* to_gpu = FindTransfer(r, "cpu:0", "cuda:0");
-  const TransferStats* to_cpu = FindTransfer(r, "cuda:0", "cpu:0");
+  const graph::TransferStats* to_gpu = FindTransfer(r, "cpu:0", "cuda:0");
+  const graph::TransferStats* to_cpu = FindTransfer(r, "cuda:0", "cpu:0");
   ASSERT_TRUE(to_gpu && to_cpu);
   EXPECT_EQ(to_gpu->bytes, 16 * 800 * 4 + 16 * 128 * 4);
   EXPECT_EQ(to_cpu->bytes, 16 * 128 * 4 + 16 * 800 * 4);
   EXPECT_EQ(FindTransfer(r, "host", "cuda:0"), nullptr);  // no minibatch tensor is read there
   EXPECT_GE(r.devices[1].peak_memory_bytes, (800 * 128 + 128) * 4);
   std::set<std::string> lanes;
-  for (const TraceEvent& e : r.trace) lanes.insert(e.lane);
+  for (const graph::TraceEvent& e : r.trace) lanes.insert(e.lane);
   EXPECT_TRUE(lanes.count("cpu:0") && lanes.count("cuda:0") && lanes.count("cpu:0->cuda:0") &&
               lanes.count("cuda:0->cpu:0"));
 }
@@ -276,13 +277,14 @@ TEST_F(CudaExecutorTest, CopiesBetweenCpuAndCudaAreCountedAndTraced) {
 // (c) placer's own accounting: a placement over cuda:0's configured capacity is invalid.
 TEST_F(CudaMeasuredEvaluatorTest, OverTheConfiguredCapacityOfCuda0IsInvalidNamingDeviceAndBytes) {
   graph::Graph g = graph::BuildLeNet({.batch_size = 16});
-  const DeviceSet devices = CpuAndCuda(1, /*cuda_capacity=*/100 * 1024);  // fc1.weight: 400 KiB
-  const std::vector<std::string> names = DeviceNames(devices);
+  const graph::DeviceSet devices =
+      CpuAndCuda(1, /*cuda_capacity=*/100 * 1024);  // fc1.weight: 400 KiB
+  const std::vector<std::string> names = graph::DeviceNames(devices);
   MeasuredEvaluator evaluator(g, devices, {.warmup_steps = 1, .timed_steps = 1});
 
   graph::Placement too_big = graph::Placement::AllOn(g, names, 0);
   too_big.device_of_op[static_cast<size_t>(*g.FindOp("fc1"))] = 1;
-  const EvaluationResult r = evaluator.Evaluate(too_big);
+  const graph::EvaluationResult r = evaluator.Evaluate(too_big);
   EXPECT_FALSE(r.valid);
   EXPECT_THAT(r.invalid_reason, AllOf(HasSubstr("out of memory on cuda:0"), HasSubstr("bytes"),
                                       HasSubstr("capacity is 102400 bytes")));
@@ -291,7 +293,7 @@ TEST_F(CudaMeasuredEvaluatorTest, OverTheConfiguredCapacityOfCuda0IsInvalidNamin
   graph::Placement fits = graph::Placement::AllOn(g, names, 0);
   fits.device_of_op[static_cast<size_t>(*g.FindOp("relu3"))] = 1;
   fits.device_of_op[static_cast<size_t>(*g.FindOp("fc2"))] = 1;
-  const EvaluationResult ok = evaluator.Evaluate(fits);
+  const graph::EvaluationResult ok = evaluator.Evaluate(fits);
   EXPECT_TRUE(ok.valid) << ok.invalid_reason;
   EXPECT_TRUE(evaluator.Evaluate(graph::Placement::AllOn(g, names, 0)).valid);
 }
@@ -327,13 +329,13 @@ TEST_F(CudaMeasuredEvaluatorTest, ARealCudaOutOfMemoryIsInvalidNamingCuda0AndNot
   std::cerr << "cuda:0 has " << free / kGiB << " GiB free; " << branches << " branches of "
             << rows * width * 4 / (kGiB / 10) / 10.0 << " GiB\n";
 
-  const DeviceSet devices = CpuAndCuda();  // capacity 0: only the GPU's real memory limits
-  const std::vector<std::string> names = DeviceNames(devices);
+  const graph::DeviceSet devices = CpuAndCuda();  // capacity 0: only the GPU's real memory limits
+  const std::vector<std::string> names = graph::DeviceNames(devices);
   const int64_t allocated_before = AllocatedCudaBytes();
   const int64_t ooms_before = CudaOutOfMemoryCount();
   {
     MeasuredEvaluator evaluator(g, devices, {.warmup_steps = 1, .timed_steps = 1});
-    const EvaluationResult r = evaluator.Evaluate(graph::Placement::AllOn(g, names, 1));
+    const graph::EvaluationResult r = evaluator.Evaluate(graph::Placement::AllOn(g, names, 1));
     EXPECT_FALSE(r.valid);
     EXPECT_THAT(r.invalid_reason, HasSubstr("out of memory on cuda:0"));
     std::cerr << "invalid_reason: " << r.invalid_reason.substr(0, 300) << "\n";
@@ -346,13 +348,14 @@ TEST_F(CudaMeasuredEvaluatorTest, ARealCudaOutOfMemoryIsInvalidNamingCuda0AndNot
   // A normal placement evaluates validly afterwards, on cuda:0 alone and split with cpu:0.
   graph::Graph lenet = graph::BuildLeNet({.batch_size = 64});
   MeasuredEvaluator evaluator(lenet, devices, {.warmup_steps = 1, .timed_steps = 2});
-  const EvaluationResult on_gpu = evaluator.Evaluate(graph::Placement::AllOn(lenet, names, 1));
+  const graph::EvaluationResult on_gpu =
+      evaluator.Evaluate(graph::Placement::AllOn(lenet, names, 1));
   ASSERT_TRUE(on_gpu.valid) << on_gpu.invalid_reason;
   EXPECT_GT(on_gpu.final_loss, 0.0);
   EXPECT_GT(on_gpu.step_seconds, 0.0);
   graph::Placement split = graph::Placement::AllOn(lenet, names, 0);
   split.device_of_op[static_cast<size_t>(*lenet.FindOp("fc1"))] = 1;
-  const EvaluationResult mixed = evaluator.Evaluate(split);
+  const graph::EvaluationResult mixed = evaluator.Evaluate(split);
   ASSERT_TRUE(mixed.valid) << mixed.invalid_reason;
 }
 
@@ -367,8 +370,8 @@ TEST_F(CudaExecutorTest, ARealOutOfMemoryInACopyToTheGpuNamesTheGpu) {
   const graph::TensorId wide = b.Linear("wide", b.Input("x", {rows, 1}), width, 0.01);
   b.SoftmaxCrossEntropy("loss", b.Linear("head", wide, 2, 0.01),
                         b.Input("labels", {rows}, graph::DType::kInt64, graph::TensorKind::kLabel));
-  const DeviceSet devices = CpuAndCuda(/*cpu_threads=*/4);
-  graph::Placement placement = graph::Placement::AllOn(g, DeviceNames(devices), 1);
+  const graph::DeviceSet devices = CpuAndCuda(/*cpu_threads=*/4);
+  graph::Placement placement = graph::Placement::AllOn(g, graph::DeviceNames(devices), 1);
   placement.device_of_op[static_cast<size_t>(*g.FindOp("wide"))] = 0;
   Executor executor(g, devices, placement, InitializeParameters(g, 0), {.forward_only = true});
   const TensorMap batch = SyntheticBatch(g, 1);
@@ -395,7 +398,7 @@ TEST_F(CudaExecutorTest, ARealOutOfMemoryInACopyToTheGpuNamesTheGpu) {
 // (d) Profiles of cuda:0: every op timed there, and the links from host memory and cpu:0 fitted.
 TEST_F(CudaProfilerTest, ProfileDevicesTimesEveryOpOnCuda0AndFitsItsLinks) {
   graph::Graph g = graph::BuildLeNet({.batch_size = 64});
-  const DeviceSet devices = CpuAndCuda(/*cpu_threads=*/2);
+  const graph::DeviceSet devices = CpuAndCuda(/*cpu_threads=*/2);
   const sim::ProfiledCostModel profile =
       ProfileDevices(g, devices, {.warmup_steps = 2, .timed_steps = 5, .model_name = "lenet"});
   double gpu_op_seconds = 0;
@@ -427,8 +430,8 @@ TEST_F(CudaProfilerTest, ProfileDevicesTimesEveryOpOnCuda0AndFitsItsLinks) {
   // For the record (no assertion): ops on a GPU are timed on the host around their launch, so
   // their sum can fall far below the step's time; the step's wall time is the GPU's real one.
   MeasuredEvaluator evaluator(g, devices, {.warmup_steps = 2, .timed_steps = 5});
-  const EvaluationResult step =
-      evaluator.Evaluate(graph::Placement::AllOn(g, DeviceNames(devices), 1));
+  const graph::EvaluationResult step =
+      evaluator.Evaluate(graph::Placement::AllOn(g, graph::DeviceNames(devices), 1));
   ASSERT_TRUE(step.valid) << step.invalid_reason;
   std::cerr << profile.metadata().devices[1].type << ": profiled ops sum to "
             << gpu_op_seconds * 1e3 << " ms, the measured step takes " << step.step_seconds * 1e3

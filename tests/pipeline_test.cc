@@ -62,7 +62,8 @@ graph::Graph Plain(const graph::ForwardBuilder& forward, int64_t batch) {
 }
 
 graph::Placement RandomPlacement(const graph::Graph& g, int devices, std::mt19937& rng) {
-  graph::Placement placement = graph::Placement::AllOn(g, DeviceNames(CpuWorkers(devices)), 0);
+  graph::Placement placement =
+      graph::Placement::AllOn(g, graph::DeviceNames(CpuWorkers(devices)), 0);
   std::uniform_int_distribution<int> pick(0, devices - 1);
   for (graph::OpId id : g.OpsInPhase(graph::Phase::kForward)) {
     placement.device_of_op[static_cast<size_t>(id)] = pick(rng);
@@ -170,7 +171,7 @@ TEST(PipelineScheduleTest, GPipeRunsEveryForwardOfADeviceBeforeItsFirstBackward)
   StepResult step = executor.RunStep(p.feeds);
   for (const std::string device : {"cpu:0", "cpu:1"}) {
     double last_forward_end = 0, first_backward_start = 1e300;
-    for (const TraceEvent& e : step.trace) {
+    for (const graph::TraceEvent& e : step.trace) {
       if (e.lane != device || e.name.find(".update") != std::string::npos) continue;
       if (IsBackward(e.name)) {
         first_backward_start = std::min(first_backward_start, e.start_us);
@@ -191,7 +192,7 @@ TEST(PipelineScheduleTest, OneFOneBAdmitsStagesMinusStageMicroBatchesAtOnce) {
   StepResult step = executor.RunStep(p.feeds);
   for (const auto& [device, window] : {std::pair<std::string, int>{"cpu:0", 2}, {"cpu:1", 1}}) {
     std::vector<double> first_forward(4, 1e300), last_backward_end(4, 0);
-    for (const TraceEvent& e : step.trace) {
+    for (const graph::TraceEvent& e : step.trace) {
       if (e.lane != device || e.name[0] != 'm') continue;
       const auto k = static_cast<size_t>(MicroBatchOf(e.name));
       if (IsBackward(e.name)) {
@@ -209,7 +210,7 @@ TEST(PipelineScheduleTest, OneFOneBAdmitsStagesMinusStageMicroBatchesAtOnce) {
 }
 
 int64_t PeakOn(const StepResult& step, const std::string& device) {
-  for (const DeviceStats& d : step.devices) {
+  for (const graph::DeviceStats& d : step.devices) {
     if (d.device == device) return d.peak_memory_bytes;
   }
   return -1;
@@ -240,7 +241,7 @@ TEST(PipelineMemoryTest, OneFOneBFitsWhereGPipeRunsOutOfMemory) {
   EXPECT_LT(sim_one_f_one_b.peak_memory_bytes[0], 0.6 * sim_gpipe.peak_memory_bytes[0]);
 
   const int64_t capacity = (gpipe_peak + one_f_one_b_peak) / 2;
-  const DeviceSet limited = CpuWorkers(2, capacity);
+  const graph::DeviceSet limited = CpuWorkers(2, capacity);
   Executor gpipe_executor(p.mb.graph, limited, gpipe, p.initial);
   try {
     gpipe_executor.RunStep(p.feeds);

@@ -78,7 +78,8 @@ void ReferenceMlpStep(TensorMap& p, const TensorMap& batch, const graph::Paralle
 }
 
 graph::Placement RandomPlacement(const graph::Graph& g, int devices, std::mt19937& rng) {
-  graph::Placement placement = graph::Placement::AllOn(g, DeviceNames(CpuWorkers(devices)), 0);
+  graph::Placement placement =
+      graph::Placement::AllOn(g, graph::DeviceNames(CpuWorkers(devices)), 0);
   std::uniform_int_distribution<int> pick(0, devices - 1);
   for (graph::OpId id : g.OpsInPhase(graph::Phase::kForward)) {
     placement.device_of_op[static_cast<size_t>(id)] = pick(rng);
@@ -162,7 +163,7 @@ TEST(ExecutorTest, CrossDeviceTensorsAreCopiedAndCounted) {
   // Forward: flatten's output goes to fc1 on cpu:1, fc1's output comes back to relu3 on cpu:0.
   // Backward: relu3's gradient goes to fc1's backward on cpu:1, which returns flatten's gradient.
   int64_t bytes_to_cpu1 = 0, bytes_to_cpu0 = 0;
-  for (const TransferStats& t : r.transfers) {
+  for (const graph::TransferStats& t : r.transfers) {
     if (t.from == "cpu:0" && t.to == "cpu:1") bytes_to_cpu1 = t.bytes;
     if (t.from == "cpu:1" && t.to == "cpu:0") bytes_to_cpu0 = t.bytes;
   }
@@ -184,7 +185,7 @@ TEST(ExecutorTest, CrossDeviceTensorsAreCopiedAndCounted) {
 
 TEST(ExecutorTest, OverCapacityIsAStepFailureNamingTheDeviceAndTheExecutorSurvives) {
   graph::Graph g = graph::BuildLeNet({.batch_size = 16});
-  DeviceSet devices = CpuWorkers(2);
+  graph::DeviceSet devices = CpuWorkers(2);
   devices[1].memory_capacity = 100 * 1024;  // fc1's weight alone is 400 KiB
   graph::Placement placement = graph::Placement::AllOn(g, {"cpu:0", "cpu:1"}, 0);
   placement.device_of_op[static_cast<size_t>(*g.FindOp("fc2"))] = 1;
@@ -194,7 +195,7 @@ TEST(ExecutorTest, OverCapacityIsAStepFailureNamingTheDeviceAndTheExecutorSurviv
 
   placement.device_of_op[static_cast<size_t>(*g.FindOp("fc1"))] = 1;
   MeasuredEvaluator evaluator(g, devices, {.warmup_steps = 1, .timed_steps = 1});
-  EvaluationResult r = evaluator.Evaluate(placement);
+  graph::EvaluationResult r = evaluator.Evaluate(placement);
   EXPECT_FALSE(r.valid);
   EXPECT_THAT(r.invalid_reason, AllOf(HasSubstr("out of memory on cpu:1"), HasSubstr("bytes")));
   // The same evaluator goes on to measure a valid placement.
@@ -203,7 +204,7 @@ TEST(ExecutorTest, OverCapacityIsAStepFailureNamingTheDeviceAndTheExecutorSurviv
 
 TEST(ExecutorTest, ActivationsOverCapacityFailMidStepAndTheExecutorCanRunAgain) {
   graph::Graph g = graph::BuildLeNet({.batch_size = 64});
-  DeviceSet devices = CpuWorkers(2);
+  graph::DeviceSet devices = CpuWorkers(2);
   // conv1's output (64x20x26x26 floats, 3.3 MiB) does not fit in 2 MiB.
   devices[1].memory_capacity = 2 << 20;
   graph::Placement placement = graph::Placement::AllOn(g, {"cpu:0", "cpu:1"}, 1);
@@ -277,7 +278,7 @@ TEST(DataParallelTest, SplitBatchIsProportionalAndComplete) {
 TEST(MeasuredEvaluatorTest, ReportsMedianAndSpreadOfTheTimedSteps) {
   graph::Graph g = graph::BuildLeNet({.batch_size = 16});
   MeasuredEvaluator evaluator(g, CpuWorkers(2), {.warmup_steps = 2, .timed_steps = 5});
-  EvaluationResult r = evaluator.Evaluate(graph::Placement::AllOn(g, {"cpu:0", "cpu:1"}, 1));
+  graph::EvaluationResult r = evaluator.Evaluate(graph::Placement::AllOn(g, {"cpu:0", "cpu:1"}, 1));
   ASSERT_TRUE(r.valid) << r.invalid_reason;
   EXPECT_EQ(r.step_samples.size(), 5u);
   EXPECT_LE(r.min_seconds, r.step_seconds);
@@ -289,18 +290,18 @@ TEST(MeasuredEvaluatorTest, TimeLimitMakesThePlacementInvalid) {
   graph::Graph g = graph::BuildLeNet({.batch_size = 64});
   MeasuredEvaluator evaluator(g, CpuWorkers(1),
                               {.warmup_steps = 1000, .timed_steps = 5, .time_limit_seconds = 0.05});
-  EvaluationResult r = evaluator.Evaluate(graph::Placement::AllOn(g, {"cpu:0"}, 0));
+  graph::EvaluationResult r = evaluator.Evaluate(graph::Placement::AllOn(g, {"cpu:0"}, 0));
   EXPECT_FALSE(r.valid);
   EXPECT_THAT(r.invalid_reason, HasSubstr("time limit"));
 }
 
 TEST(ProfilerTest, TimesEveryOpOnEveryWorkerAndFitsBothDirectionsFromRealCopies) {
   graph::Graph g = graph::BuildLeNet({.batch_size = 16});
-  const DeviceSet devices = CpuWorkers(2);
+  const graph::DeviceSet devices = CpuWorkers(2);
   sim::ProfiledCostModel profile =
       ProfileDevices(g, devices, {.warmup_steps = 1, .timed_steps = 3, .model_name = "lenet"});
   for (graph::OpId id = 0; id < g.num_ops(); ++id) {
-    for (const Device& device : devices) {
+    for (const graph::Device& device : devices) {
       std::optional<double> seconds = profile.FindOpSeconds(g.op(id).name, device.name);
       ASSERT_TRUE(seconds.has_value()) << g.op(id).name << " on " << device.name;
       EXPECT_GT(*seconds, 0.0) << g.op(id).name << " on " << device.name;
@@ -320,12 +321,12 @@ TEST(ProfilerTest, TimesEveryOpOnEveryWorkerAndFitsBothDirectionsFromRealCopies)
   }
   // The two workers were also timed running at once: how much slower that made them (never
   // faster: a measured speed-up is noise).
-  std::optional<sim::ContentionSpec> contention = profile.FindContention(DeviceType::kCpu);
+  std::optional<sim::ContentionSpec> contention = profile.FindContention(graph::DeviceType::kCpu);
   ASSERT_TRUE(contention.has_value());
   EXPECT_EQ(contention->devices, 2);
   EXPECT_GE(contention->slowdown, 1.0);
   EXPECT_TRUE(std::isfinite(contention->slowdown));
-  EXPECT_FALSE(profile.FindContention(DeviceType::kCuda).has_value());
+  EXPECT_FALSE(profile.FindContention(graph::DeviceType::kCuda).has_value());
 }
 
 // The fit itself, on recorded times made up so that the answer is known: copies that cost
@@ -390,7 +391,7 @@ TEST(ProfilerTest, FitsTheReceiveCostFromTheOpsThatRanSlowerInTheCrossingStep) {
 }
 
 TEST(SummariseSamplesTest, MedianOfOddAndEvenCounts) {
-  EvaluationResult r;
+  graph::EvaluationResult r;
   SummariseSamples({3, 1, 2}, r);
   EXPECT_DOUBLE_EQ(r.step_seconds, 2);
   SummariseSamples({4, 1, 3, 2}, r);

@@ -80,12 +80,12 @@ struct TowersInstance {
     return {1, std::vector<int>(static_cast<size_t>(problem.num_groups()), device)};
   }
   double Seconds(const Candidate& c) const {
-    runtime::EvaluationResult r = problem.evaluator->Evaluate(std::span(&c, 1)).front();
+    graph::EvaluationResult r = problem.evaluator->Evaluate(std::span(&c, 1)).front();
     EXPECT_TRUE(r.valid) << r.invalid_reason;
     return r.step_seconds;
   }
 
-  runtime::DeviceSet devices;
+  graph::DeviceSet devices;
   sim::RooflineCostModel costs;
   SimulatedProblem problem;
   int towers;
@@ -197,7 +197,7 @@ graph::Graph LeNetForward(int64_t rows, int64_t normalizer) {
 // it judges the micro-batched step placed directly.
 TEST(CandidateEvaluatorTest, PipelinedCandidatesGiveTheSingleDeviceParametersAfterTwoSteps) {
   const int64_t batch = 16;
-  const runtime::DeviceSet devices = CpuWorkers(3);
+  const graph::DeviceSet devices = CpuWorkers(3);
   sim::RooflineCostModel costs;
   SimulatedProblem problem =
       MakeSimulatedProblem(LeNetForward, batch, 0.2, {graph::GroupingMethod::kOpPerGroup, 256},
@@ -229,7 +229,7 @@ TEST(CandidateEvaluatorTest, PipelinedCandidatesGiveTheSingleDeviceParametersAft
     EXPECT_EQ(placement.schedule, c.schedule);
 
     // The same placement made by hand: group g's ops, in every micro-batch, on c.options[g].
-    graph::Placement base = graph::Placement::AllOn(single, runtime::DeviceNames(devices), 0);
+    graph::Placement base = graph::Placement::AllOn(single, graph::DeviceNames(devices), 0);
     for (graph::OpId id : single.OpsInPhase(graph::Phase::kForward)) {
       base.device_of_op[static_cast<size_t>(id)] =
           c.options[static_cast<size_t>(problem.grouping.group_of_op[static_cast<size_t>(id)])];
@@ -237,7 +237,7 @@ TEST(CandidateEvaluatorTest, PipelinedCandidatesGiveTheSingleDeviceParametersAft
     graph::MicroBatchedGraph mb =
         graph::BuildMicroBatched(LeNetForward, batch, c.micro_batches, 0.2);
     EXPECT_EQ(placement, graph::PlaceMicroBatches(mb, single, base, c.schedule));
-    const runtime::EvaluationResult judged = evaluator.Evaluate(std::span(&c, 1)).front();
+    const graph::EvaluationResult judged = evaluator.Evaluate(std::span(&c, 1)).front();
     ASSERT_TRUE(judged.valid) << judged.invalid_reason;
     EXPECT_DOUBLE_EQ(judged.step_seconds,
                      sim::Simulator(mb.graph, devices, costs)
@@ -319,10 +319,10 @@ TEST(CandidateEvaluatorTest, ABatchIsJudgedAsOneByOne) {
   }
   batch.push_back(batch.front());               // a duplicate
   batch.push_back({3, batch.front().options});  // not a replica count of the space
-  const std::vector<runtime::EvaluationResult> together = evaluator.Evaluate(batch);
+  const std::vector<graph::EvaluationResult> together = evaluator.Evaluate(batch);
   ASSERT_EQ(together.size(), batch.size());
   for (size_t k = 0; k + 1 < batch.size(); ++k) {
-    const runtime::EvaluationResult alone = evaluator.Evaluate(std::span(&batch[k], 1)).front();
+    const graph::EvaluationResult alone = evaluator.Evaluate(std::span(&batch[k], 1)).front();
     ASSERT_TRUE(alone.valid) << alone.invalid_reason;
     EXPECT_EQ(together[k].valid, alone.valid);
     EXPECT_DOUBLE_EQ(together[k].step_seconds, alone.step_seconds) << "candidate " << k;
@@ -365,7 +365,7 @@ TEST(VerifierTest, ADeterministicJudgeKeepsOneRoundAndTheSimplestOfEquallyFastRo
 // replica of every parameter ends where one device's two steps put it.
 TEST(CandidateEvaluatorTest, HybridCandidatesGiveTheSingleDeviceParametersAfterTwoSteps) {
   const int64_t batch = 16;
-  const runtime::DeviceSet devices = CpuWorkers(4);
+  const graph::DeviceSet devices = CpuWorkers(4);
   sim::RooflineCostModel costs;
   SimulatedProblem problem = MakeSimulatedProblem(
       [](int64_t rows, int64_t normalizer) {
@@ -581,7 +581,7 @@ RunIdentity IdentityOf(const TowersInstance& instance, const std::string& groupi
           grouping,
           graph::GroupingFingerprint(instance.problem.grouping),
           instance.problem.num_groups(),
-          runtime::DeviceNames(instance.devices),
+          graph::DeviceNames(instance.devices),
           instance.problem.evaluator->space().replica_counts()};
 }
 
@@ -628,7 +628,7 @@ TEST(SearchTest, ResumedRunEndsLikeAnUninterruptedOne) {
   const Candidate& best = uninterrupted.best.candidate;
   const graph::Graph& graph = instance.problem.evaluator->model(best.replicas).graph;
   EXPECT_EQ(proto::ReadPlacementProto(root.path() / "whole" / "best_placement.pb", graph,
-                                      runtime::DeviceNames(instance.devices)),
+                                      graph::DeviceNames(instance.devices)),
             instance.problem.evaluator->PlacementOf(best));
   EXPECT_EQ(proto::ReadPlacementProtoReplicas(root.path() / "whole" / "best_placement.pb"),
             best.replicas);

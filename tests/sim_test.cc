@@ -24,14 +24,14 @@
 namespace placer::sim {
 namespace {
 
+using graph::Device;
+using graph::DeviceSet;
+using graph::DeviceType;
 using graph::Graph;
 using graph::ModelBuilder;
 using graph::OpId;
 using graph::Placement;
 using graph::TensorId;
-using runtime::Device;
-using runtime::DeviceSet;
-using runtime::DeviceType;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -109,7 +109,7 @@ std::ostream& operator<<(std::ostream& os, const Span& s) {
 }
 std::vector<Span> Lane(const SimulationResult& result, const std::string& lane) {
   std::vector<Span> spans;
-  for (const runtime::TraceEvent& e : result.trace) {
+  for (const graph::TraceEvent& e : result.trace) {
     if (e.lane == lane) spans.push_back({e.name, e.start_us, e.duration_us});
   }
   std::sort(spans.begin(), spans.end(),
@@ -305,7 +305,7 @@ TEST(SimulatorTest, AGpuCopiesTheMinibatchInFromHost) {
   ASSERT_TRUE(r.valid) << r.invalid_reason;
   EXPECT_DOUBLE_EQ(r.step_seconds, 1.5 + 3);
   EXPECT_THAT(Lane(r, "host->cuda:0"), ElementsAre(Span{"x", 0, 1.5e6}));
-  runtime::EvaluationResult e = simulator.ToEvaluationResult(r);
+  graph::EvaluationResult e = simulator.ToEvaluationResult(r);
   ASSERT_EQ(e.transfers.size(), 1u);
   EXPECT_EQ(e.transfers[0].from, "host");
   EXPECT_EQ(e.transfers[0].to, kCuda0);
@@ -533,7 +533,7 @@ TEST(LowerBoundTest, NeverExceedsTheSimulatedTimeOfRandomLeNetPlacements) {
     for (int& device : p.device_of_op) {
       if (device >= 0) device = coin(random);
     }
-    runtime::EvaluationResult r = evaluator.Evaluate(p);
+    graph::EvaluationResult r = evaluator.Evaluate(p);
     ASSERT_TRUE(r.valid) << r.invalid_reason;
     EXPECT_LE(bound, r.step_seconds) << "trial " << trial;
   }
@@ -545,7 +545,7 @@ TEST(SimulatedEvaluatorTest, ReportsOneSampleWithNamedDevicesAndChannels) {
   FixedCostModel costs({{"a", 1}, {"b", 2}, {"c", 3}}, kOneAndAHalfSecondLink);
   SimulatedEvaluator evaluator(g, devices, costs, {.record_trace = true});
   EXPECT_EQ(evaluator.name(), "simulated");
-  runtime::EvaluationResult r = evaluator.Evaluate(Place(g, devices, {{"b", 1}}));
+  graph::EvaluationResult r = evaluator.Evaluate(Place(g, devices, {{"b", 1}}));
   ASSERT_TRUE(r.valid) << r.invalid_reason;
   EXPECT_DOUBLE_EQ(r.step_seconds, 9);
   EXPECT_DOUBLE_EQ(r.min_seconds, 9);
@@ -568,7 +568,7 @@ TEST(SimulatedEvaluatorTest, ABadPlacementIsInvalidNotAnException) {
   DeviceSet devices = {Cpu(0)};
   FixedCostModel costs({}, kOneAndAHalfSecondLink);
   SimulatedEvaluator evaluator(g, devices, costs);
-  runtime::EvaluationResult r = evaluator.Evaluate(Placement::AllOn(g, {kCpu0, kCpu1}, 1));
+  graph::EvaluationResult r = evaluator.Evaluate(Placement::AllOn(g, {kCpu0, kCpu1}, 1));
   EXPECT_FALSE(r.valid);
   EXPECT_THAT(r.invalid_reason, HasSubstr("differ"));
 }

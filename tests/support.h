@@ -8,15 +8,15 @@
 #include <cstdio>
 #include <string>
 
-#include "runtime/device.h"
+#include "graph/device.h"
 
 namespace placer::test_support {
 
 // `count` CPU workers of one thread each, named cpu:0, cpu:1, ...; capacity 0 = unlimited.
-inline runtime::DeviceSet CpuWorkers(int count, int64_t capacity = 0) {
-  runtime::DeviceSet devices;
+inline graph::DeviceSet CpuWorkers(int count, int64_t capacity = 0) {
+  graph::DeviceSet devices;
   for (int i = 0; i < count; ++i) {
-    devices.push_back({"cpu:" + std::to_string(i), runtime::DeviceType::kCpu, i, 1, capacity});
+    devices.push_back({"cpu:" + std::to_string(i), graph::DeviceType::kCpu, i, 1, capacity});
   }
   return devices;
 }

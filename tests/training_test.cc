@@ -30,7 +30,7 @@ class TrainingTest : public ::testing::Test {
     delete train_;
     delete test_;
   }
-  EpochReport Run(const TrainingSetup& setup, const DeviceSet& devices, int steps = 10) {
+  EpochReport Run(const TrainingSetup& setup, const graph::DeviceSet& devices, int steps = 10) {
     graph::LeNetOptions eval = ShortRunLeNet();
     eval.training_step = false;
     return Train(setup, graph::BuildLeNet(eval), devices, *train_, *test_,

@@ -560,7 +560,7 @@ TEST(ZooConfigTest, CommandsReadExpertVariantsAndTrainRefusesZooModels) {
 graph::Placement RandomPlacement(const Graph& g, int devices, uint32_t seed) {
   std::mt19937 rng(seed);
   graph::Placement p =
-      graph::Placement::AllOn(g, runtime::DeviceNames(test_support::CpuWorkers(devices)), 0);
+      graph::Placement::AllOn(g, graph::DeviceNames(test_support::CpuWorkers(devices)), 0);
   std::uniform_int_distribution<int> pick(0, devices - 1);
   for (OpId id : g.OpsInPhase(Phase::kForward)) p.device_of_op[static_cast<size_t>(id)] = pick(rng);
   return p;

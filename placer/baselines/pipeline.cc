@@ -15,7 +15,7 @@ using graph::OpId;
 using graph::Phase;
 using graph::TensorId;
 
-StagePartition PartitionIntoStages(const graph::Graph& graph, const runtime::DeviceSet& devices,
+StagePartition PartitionIntoStages(const graph::Graph& graph, const graph::DeviceSet& devices,
                                    const sim::CostModel& costs) {
   if (devices.empty()) throw std::invalid_argument("a pipeline needs at least one device");
   std::vector<OpId> forward;
@@ -100,7 +100,7 @@ StagePartition PartitionIntoStages(const graph::Graph& graph, const runtime::Dev
     if (s > 0) end = split[s][end];
   }
   std::vector<std::string> names;
-  for (const runtime::Device& d : devices) names.push_back(d.name);
+  for (const graph::Device& d : devices) names.push_back(d.name);
   partition.placement = graph::Placement::AllOn(graph, std::move(names), 0);
   size_t stage = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -112,7 +112,7 @@ StagePartition PartitionIntoStages(const graph::Graph& graph, const runtime::Dev
 
 PipelineBaselineResult PipelineBaseline(const graph::Graph& base,
                                         const graph::ForwardBuilder& build_forward, int64_t batch,
-                                        double learning_rate, const runtime::DeviceSet& devices,
+                                        double learning_rate, const graph::DeviceSet& devices,
                                         const sim::CostModel& costs,
                                         const std::vector<int>& micro_batch_counts) {
   PipelineBaselineResult outcome;

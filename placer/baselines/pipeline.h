@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "graph/data_parallel.h"
+#include "graph/device.h"
+#include "graph/evaluator.h"
 #include "graph/ir.h"
 #include "graph/placement.h"
-#include "runtime/device.h"
-#include "runtime/evaluator.h"
 #include "runtime/sim/cost_model.h"
 
 namespace placer::baselines {
@@ -28,14 +28,14 @@ struct StagePartition {
   std::vector<int> stage_end;  // per stage: one past its last forward op in topological order
   double bottleneck_seconds = 0;
 };
-StagePartition PartitionIntoStages(const graph::Graph& graph, const runtime::DeviceSet& devices,
+StagePartition PartitionIntoStages(const graph::Graph& graph, const graph::DeviceSet& devices,
                                    const sim::CostModel& costs);
 
 // One simulated (micro-batch count, schedule) of the stage partition.
 struct PipelineTrial {
   int micro_batches = 1;
   graph::PipelineSchedule schedule = graph::PipelineSchedule::kGPipe;
-  runtime::EvaluationResult result;  // simulated; invalid when a device runs out of memory
+  graph::EvaluationResult result;  // simulated; invalid when a device runs out of memory
 };
 
 struct PipelineBaselineResult {
@@ -49,7 +49,7 @@ struct PipelineBaselineResult {
 // each simulated on `devices` with `costs`.
 PipelineBaselineResult PipelineBaseline(
     const graph::Graph& base, const graph::ForwardBuilder& build_forward, int64_t batch,
-    double learning_rate, const runtime::DeviceSet& devices, const sim::CostModel& costs,
+    double learning_rate, const graph::DeviceSet& devices, const sim::CostModel& costs,
     const std::vector<int>& micro_batch_counts = {1, 2, 4, 8, 16, 32});
 
 }  // namespace placer::baselines

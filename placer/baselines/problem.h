@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "graph/device.h"
 #include "graph/grouping.h"
 #include "graph/ir.h"
 #include "graph/placement.h"
-#include "runtime/device.h"
 #include "runtime/sim/cost_model.h"
 
 namespace placer::baselines {
@@ -36,7 +36,7 @@ enum class MemoryModel : uint8_t {
 struct PlacementProblem {
   const graph::Graph* graph = nullptr;
   const graph::Grouping* grouping = nullptr;
-  runtime::DeviceSet devices;
+  graph::DeviceSet devices;
   const sim::CostModel* costs = nullptr;
   MemoryModel memory_model = MemoryModel::kParametersAndActivations;
 };

@@ -42,7 +42,7 @@ void CheckProblem(const PlacementProblem& problem) {
   }
   if (problem.devices.empty()) throw std::invalid_argument("the placement problem has no devices");
   std::set<std::string> names;
-  for (const runtime::Device& device : problem.devices) {
+  for (const graph::Device& device : problem.devices) {
     if (!names.insert(device.name).second) {
       throw std::invalid_argument(fmt::format("device '{}' is listed twice", device.name));
     }
@@ -168,7 +168,7 @@ TaskGraph::TaskGraph(const PlacementProblem& problem)
   const graph::Graph& g = graph_;
   const int num_groups = grouping_.num_groups();
   const size_t devices = devices_.size();
-  for (const runtime::Device& device : devices_) device_names_.push_back(device.name);
+  for (const graph::Device& device : devices_) device_names_.push_back(device.name);
 
   const std::vector<OpId> anchor = Anchors(g);
   const std::vector<OpId> order = g.TopologicalOrder();
@@ -498,17 +498,17 @@ void MemoryLedger::Place(int task, int device) {
 }
 
 void CheckMemoryCanFit(const TaskGraph& tasks) {
-  const runtime::DeviceSet& devices = tasks.devices();
+  const graph::DeviceSet& devices = tasks.devices();
   // A device without a capacity holds anything.
-  for (const runtime::Device& device : devices) {
+  for (const graph::Device& device : devices) {
     if (device.memory_capacity == 0) return;
   }
-  const runtime::Device& largest = *std::max_element(
-      devices.begin(), devices.end(), [](const runtime::Device& a, const runtime::Device& b) {
+  const graph::Device& largest = *std::max_element(
+      devices.begin(), devices.end(), [](const graph::Device& a, const graph::Device& b) {
         return a.memory_capacity < b.memory_capacity;
       });
   int64_t total_capacity = 0;
-  for (const runtime::Device& device : devices) total_capacity += device.memory_capacity;
+  for (const graph::Device& device : devices) total_capacity += device.memory_capacity;
   int64_t total = 0;
   for (int task = 0; task < tasks.num_tasks(); ++task) {
     total += tasks.memory_bytes(task);

@@ -25,10 +25,10 @@
 #include <string>
 #include <vector>
 
+#include "graph/device.h"
 #include "graph/ir.h"
 #include "graph/placement.h"
 #include "placer/baselines/problem.h"
-#include "runtime/device.h"
 
 namespace placer::baselines {
 
@@ -77,7 +77,7 @@ class TaskGraph {
   int num_tasks() const { return static_cast<int>(groups_of_task_.size()); }
   int num_devices() const { return static_cast<int>(devices_.size()); }
   int num_groups() const { return static_cast<int>(task_of_group_.size()); }
-  const runtime::DeviceSet& devices() const { return devices_; }
+  const graph::DeviceSet& devices() const { return devices_; }
   const std::vector<std::string>& device_names() const { return device_names_; }
 
   // Tasks are numbered in a topological order of the forward pass: every edge goes from a lower
@@ -130,7 +130,7 @@ class TaskGraph {
  private:
   const graph::Graph& graph_;
   const graph::Grouping& grouping_;
-  runtime::DeviceSet devices_;
+  graph::DeviceSet devices_;
   std::vector<std::string> device_names_;
   MemoryModel memory_model_;
 

@@ -19,6 +19,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "graph/device.h"
 #include "graph/onnx_loader.h"
 
 namespace placer::config {
@@ -380,25 +381,6 @@ int64_t ReadMemory(const Value& value) {
   return *bytes;
 }
 
-// Matches ^(cpu|cuda):[0-9]+$ (std::regex would be overkill, and trips GCC 12 warnings).
-bool IsDeviceName(std::string_view name) {
-  // A placement across processes names each device's process: "w1/cpu:0".
-  if (const size_t slash = name.find('/'); slash != std::string_view::npos) {
-    const std::string_view process = name.substr(0, slash);
-    if (process.size() < 2 || process[0] != 'w' ||
-        process.find_first_not_of("0123456789", 1) != std::string_view::npos) {
-      return false;
-    }
-    name = name.substr(slash + 1);
-  }
-  const size_t colon = name.find(':');
-  if (colon == std::string_view::npos) return false;
-  const std::string_view kind = name.substr(0, colon);
-  const std::string_view index = name.substr(colon + 1);
-  return (kind == "cpu" || kind == "cuda") && !index.empty() &&
-         index.find_first_not_of("0123456789") == std::string_view::npos;
-}
-
 DevicesConfig ReadDevices(const Value& value) {
   DevicesConfig result;
   if (value.node.IsScalar() && value.node.Scalar() == "auto") return result;
@@ -424,7 +406,7 @@ DevicesConfig ReadDevices(const Value& value) {
                 Describe(item.node));
     }
     device.name = ToString(name);
-    if (!IsDeviceName(device.name)) {
+    if (!graph::ParseDeviceName(device.name)) {
       name.Fail(
           fmt::format("invalid device name {}; expected 'cpu:N' or 'cuda:N'", Quote(device.name)));
     }

@@ -7,9 +7,9 @@
 #include <iosfwd>
 #include <string>
 
+#include "graph/evaluator.h"
 #include "proto/evaluation_wire.h"
 #include "proto/message_auth.h"
-#include "runtime/evaluator.h"
 
 namespace placer::cluster {
 
@@ -28,7 +28,7 @@ struct WorkerEndpoint {
 };
 
 // Judges a task; an exception makes the placement invalid with its message.
-using TaskEvaluator = std::function<runtime::EvaluationResult(const proto::EvaluationTask&)>;
+using TaskEvaluator = std::function<graph::EvaluationResult(const proto::EvaluationTask&)>;
 // Builds the task evaluator from the search's config (its text and the path it was read from).
 using EvaluatorFactory =
     std::function<TaskEvaluator(const std::string& config_text, const std::string& config_path)>;

@@ -274,11 +274,11 @@ void WorkerPool::WaitForWorkers() {
   impl_->joined = true;
 }
 
-std::vector<runtime::EvaluationResult> WorkerPool::Evaluate(const std::vector<PoolTask>& tasks) {
+std::vector<graph::EvaluationResult> WorkerPool::Evaluate(const std::vector<PoolTask>& tasks) {
   WaitForWorkers();
   std::lock_guard lock(impl_->mutex);
   Impl& p = *impl_;
-  std::vector<std::optional<runtime::EvaluationResult>> results(tasks.size());
+  std::vector<std::optional<graph::EvaluationResult>> results(tasks.size());
   std::deque<size_t> pending;
   for (size_t i = 0; i < tasks.size(); ++i) pending.push_back(i);
   std::map<int64_t, Impl::Dispatch> outstanding;
@@ -308,7 +308,7 @@ std::vector<runtime::EvaluationResult> WorkerPool::Evaluate(const std::vector<Po
           "cluster: {} placements neither judged nor held by a worker", tasks.size() - done));
     }
     if (std::none_of(p.workers.begin(), p.workers.end(), [](const auto& w) { return w.live; })) {
-      throw runtime::EvaluatorUnavailable(
+      throw graph::EvaluatorUnavailable(
           fmt::format("cluster: every worker is gone ({}); {} of {} placements judged",
                       fmt::join(p.dropped, "; "), done, tasks.size()));
     }
@@ -340,7 +340,7 @@ std::vector<runtime::EvaluationResult> WorkerPool::Evaluate(const std::vector<Po
       last_check = Clock::now();
     }
   }
-  std::vector<runtime::EvaluationResult> out;
+  std::vector<graph::EvaluationResult> out;
   out.reserve(results.size());
   for (auto& r : results) out.push_back(std::move(*r));
   return out;
@@ -358,11 +358,11 @@ proto::DroppedMessages WorkerPool::dropped_messages() const { return impl_->drop
 PoolEvaluator::PoolEvaluator(std::shared_ptr<WorkerPool> pool, std::string kind, int replicas)
     : pool_(std::move(pool)), kind_(std::move(kind)), replicas_(replicas) {}
 
-runtime::EvaluationResult PoolEvaluator::Evaluate(const graph::Placement& placement) {
+graph::EvaluationResult PoolEvaluator::Evaluate(const graph::Placement& placement) {
   return EvaluateBatch(std::span(&placement, 1)).front();
 }
 
-std::vector<runtime::EvaluationResult> PoolEvaluator::EvaluateBatch(
+std::vector<graph::EvaluationResult> PoolEvaluator::EvaluateBatch(
     std::span<const graph::Placement> placements) {
   std::vector<PoolTask> tasks;
   tasks.reserve(placements.size());

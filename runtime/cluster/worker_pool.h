@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "graph/evaluator.h"
 #include "graph/placement.h"
 #include "proto/message_auth.h"
-#include "runtime/evaluator.h"
 
 namespace placer::cluster {
 
@@ -55,8 +55,8 @@ class WorkerPool {
   // join_timeout_seconds have passed since the pool started.
   void WaitForWorkers();
   // Every task judged on the workers, results in order. Waits for the workers first. Throws
-  // runtime::EvaluatorUnavailable when no worker is left.
-  std::vector<runtime::EvaluationResult> Evaluate(const std::vector<PoolTask>& tasks);
+  // graph::EvaluatorUnavailable when no worker is left.
+  std::vector<graph::EvaluationResult> Evaluate(const std::vector<PoolTask>& tasks);
 
   int live_workers() const;
   int reassigned() const;                    // placements taken back from a dropped worker
@@ -73,11 +73,11 @@ class WorkerPool {
 
 // One of the search's evaluators, judged by the pool: measured or simulated, on the model with
 // `replicas` replicas. Its name is its kind, as the local evaluator's would be.
-class PoolEvaluator : public runtime::Evaluator {
+class PoolEvaluator : public graph::Evaluator {
  public:
   PoolEvaluator(std::shared_ptr<WorkerPool> pool, std::string kind, int replicas);
-  runtime::EvaluationResult Evaluate(const graph::Placement& placement) override;
-  std::vector<runtime::EvaluationResult> EvaluateBatch(
+  graph::EvaluationResult Evaluate(const graph::Placement& placement) override;
+  std::vector<graph::EvaluationResult> EvaluateBatch(
       std::span<const graph::Placement> placements) override;
   std::string name() const override { return kind_; }
 

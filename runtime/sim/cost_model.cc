@@ -16,8 +16,8 @@
 
 namespace placer::sim {
 
-using runtime::Device;
-using runtime::DeviceType;
+using graph::Device;
+using graph::DeviceType;
 
 namespace {
 
@@ -56,19 +56,17 @@ void CheckContention(DeviceType type, const ContentionSpec& spec) {
   if (spec.devices < 2) {
     throw std::invalid_argument(
         fmt::format("contention of {} devices: 'devices' must be at least 2, got {}",
-                    DeviceTypeName(type), spec.devices));
+                    graph::DeviceTypeName(type), spec.devices));
   }
   if (!(spec.slowdown >= 1) || !std::isfinite(spec.slowdown)) {
     throw std::invalid_argument(fmt::format(
         "contention of {} devices: 'slowdown' must be finite and at least 1 (busy devices never "
         "run faster than one alone), got {}",
-        DeviceTypeName(type), spec.slowdown));
+        graph::DeviceTypeName(type), spec.slowdown));
   }
 }
 
 }  // namespace
-
-std::string DeviceTypeName(DeviceType type) { return type == DeviceType::kCuda ? "cuda" : "cpu"; }
 
 LinkSpec LinkPresets::Nvlink() {
   return {.seconds_per_byte = 1.0 / 450e9, .latency_seconds = kPlacetoTransferLatencySeconds};
@@ -119,7 +117,7 @@ RooflineCostModel::RooflineCostModel(RooflineOptions options) : options_(options
 }
 
 int RooflineCostModel::HostOf(const Device& device) const {
-  if (const int process = runtime::DeviceProcess(device.name); process >= 0) {
+  if (const int process = graph::DeviceProcess(device.name); process >= 0) {
     if (options_.process_hosts.empty()) return process;
     if (process >= static_cast<int>(options_.process_hosts.size())) {
       throw std::invalid_argument(
@@ -313,7 +311,7 @@ std::string ProfiledCostModel::ToJson() const {
   }
   json contention = json::array();
   for (const auto& [type, spec] : contention_) {
-    contention.push_back({{"device_type", DeviceTypeName(type)},
+    contention.push_back({{"device_type", std::string(graph::DeviceTypeName(type))},
                           {"devices", spec.devices},
                           {"slowdown", spec.slowdown}});
   }
@@ -441,10 +439,11 @@ ProfiledCostModel ProfiledCostModel::FromJson(const std::string& text, const std
     for (size_t i = 0; i < contention.size(); ++i) {
       FieldReader entry(contention[i], source, fmt::format("contention[{}]", i));
       const std::string kind = entry.String("device_type");
-      if (kind != "cpu" && kind != "cuda") {
+      const std::optional<DeviceType> parsed = graph::ParseDeviceType(kind);
+      if (!parsed) {
         entry.Fail(fmt::format("'device_type' must be \"cpu\" or \"cuda\", got \"{}\"", kind));
       }
-      const DeviceType type = kind == "cuda" ? DeviceType::kCuda : DeviceType::kCpu;
+      const DeviceType type = *parsed;
       const double devices = entry.Number("devices");
       if (devices != std::floor(devices) || devices < 2 || devices > 1e6) {
         entry.Fail(fmt::format("'devices' must be a whole number of at least 2, got {}", devices));

@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "graph/device.h"
 #include "graph/ir.h"
-#include "runtime/device.h"
 
 namespace placer::sim {
 
@@ -27,26 +27,24 @@ class CostModel {
 
   // Seconds one execution of op `op` of `graph` takes on `device`.
   virtual double OpSeconds(const graph::Graph& graph, graph::OpId op,
-                           const runtime::Device& device) const = 0;
+                           const graph::Device& device) const = 0;
 
   // Seconds to make `bytes` read on `from` available on `to`. `from` is nullptr for host memory,
   // the minibatch's home: a CPU worker reads it in place (0 seconds), a GPU copies it in.
-  virtual double TransferSeconds(int64_t bytes, const runtime::Device* from,
-                                 const runtime::Device& to) const = 0;
+  virtual double TransferSeconds(int64_t bytes, const graph::Device* from,
+                                 const graph::Device& to) const = 0;
 
   // Seconds an op on `to` takes beyond its own time per byte of an input that crossed from `from`
   // (a device; never host memory): see LinkSpec::receive_seconds_per_byte.
-  virtual double ReceiveSecondsPerByte(const runtime::Device& /*from*/,
-                                       const runtime::Device& /*to*/) const {
+  virtual double ReceiveSecondsPerByte(const graph::Device& /*from*/,
+                                       const graph::Device& /*to*/) const {
     return 0;
   }
 
   // How many times longer anything `device` does (an op, a copy it issues) takes while `busy`
   // devices of its kind on the host, itself included, are working at once, than alone (see
   // ContentionSpec); 1 for busy <= 1. The profiled op and copy times are times alone.
-  virtual double ContentionFactor(const runtime::Device& /*device*/, int /*busy*/) const {
-    return 1;
-  }
+  virtual double ContentionFactor(const graph::Device& /*device*/, int /*busy*/) const { return 1; }
 };
 
 // Devices of one kind on one host share what lies beyond their own cores or SMs: CPU workers
@@ -156,19 +154,18 @@ class RooflineCostModel : public CostModel {
   // Overrides the link from `from` (a device name or kHostName) to `to`.
   void SetLink(const std::string& from, const std::string& to, const LinkSpec& link);
 
-  DeviceSpec SpecOf(const runtime::Device& device) const;
+  DeviceSpec SpecOf(const graph::Device& device) const;
   // The host of a device (see RooflineOptions::gpus_per_host and process_hosts). Throws
   // std::invalid_argument for a process that process_hosts does not list.
-  int HostOf(const runtime::Device& device) const;
-  LinkSpec LinkOf(const runtime::Device* from, const runtime::Device& to) const;
+  int HostOf(const graph::Device& device) const;
+  LinkSpec LinkOf(const graph::Device* from, const graph::Device& to) const;
   const RooflineOptions& options() const { return options_; }
 
   double OpSeconds(const graph::Graph& graph, graph::OpId op,
-                   const runtime::Device& device) const override;
-  double TransferSeconds(int64_t bytes, const runtime::Device* from,
-                         const runtime::Device& to) const override;
-  double ReceiveSecondsPerByte(const runtime::Device& from,
-                               const runtime::Device& to) const override;
+                   const graph::Device& device) const override;
+  double TransferSeconds(int64_t bytes, const graph::Device* from,
+                         const graph::Device& to) const override;
+  double ReceiveSecondsPerByte(const graph::Device& from, const graph::Device& to) const override;
 
  private:
   RooflineOptions options_;
@@ -237,18 +234,17 @@ class ProfiledCostModel : public CostModel {
   std::optional<LinkSpec> FindLink(const std::string& from, const std::string& to) const;
   // Records the contention among devices of `type`. Throws std::invalid_argument unless
   // spec.devices >= 2 and spec.slowdown is finite and >= 1.
-  void SetContention(runtime::DeviceType type, const ContentionSpec& spec);
-  std::optional<ContentionSpec> FindContention(runtime::DeviceType type) const;
+  void SetContention(graph::DeviceType type, const ContentionSpec& spec);
+  std::optional<ContentionSpec> FindContention(graph::DeviceType type) const;
   void ClearContention() { contention_.clear(); }
   const RooflineCostModel& fallback() const { return fallback_; }
 
   double OpSeconds(const graph::Graph& graph, graph::OpId op,
-                   const runtime::Device& device) const override;
-  double TransferSeconds(int64_t bytes, const runtime::Device* from,
-                         const runtime::Device& to) const override;
-  double ReceiveSecondsPerByte(const runtime::Device& from,
-                               const runtime::Device& to) const override;
-  double ContentionFactor(const runtime::Device& device, int busy) const override;
+                   const graph::Device& device) const override;
+  double TransferSeconds(int64_t bytes, const graph::Device* from,
+                         const graph::Device& to) const override;
+  double ReceiveSecondsPerByte(const graph::Device& from, const graph::Device& to) const override;
+  double ContentionFactor(const graph::Device& device, int busy) const override;
 
   // JSON text of the profile; `source` names the text in errors (a file name).
   std::string ToJson() const;
@@ -265,11 +261,8 @@ class ProfiledCostModel : public CostModel {
   ProfileMetadata metadata_;
   std::map<std::pair<std::string, std::string>, double> op_seconds_;
   std::map<std::pair<std::string, std::string>, LinkSpec> links_;
-  std::map<runtime::DeviceType, ContentionSpec> contention_;
+  std::map<graph::DeviceType, ContentionSpec> contention_;
 };
-
-// "cpu" or "cuda", as a profile names a device kind.
-std::string DeviceTypeName(runtime::DeviceType type);
 
 // Seconds of a ring all-reduce of `bytes` over `devices` devices whose every hop is `link`:
 // 2(n-1)/n * bytes * seconds_per_byte + 2(n-1) * latency (reduce-scatter, then all-gather, each

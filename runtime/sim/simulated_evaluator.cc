@@ -8,27 +8,27 @@
 
 namespace placer::sim {
 
-SimulatedEvaluator::SimulatedEvaluator(const graph::Graph& graph, runtime::DeviceSet devices,
+SimulatedEvaluator::SimulatedEvaluator(const graph::Graph& graph, graph::DeviceSet devices,
                                        const CostModel& cost_model,
                                        SimulatedEvaluatorOptions options)
     : simulator_(graph, std::move(devices), cost_model),
       options_(options),
       lower_bound_(simulator_.LowerBound()) {}
 
-runtime::EvaluationResult SimulatedEvaluator::Evaluate(const graph::Placement& placement) {
+graph::EvaluationResult SimulatedEvaluator::Evaluate(const graph::Placement& placement) {
   try {
     return simulator_.ToEvaluationResult(simulator_.Simulate(placement, options_.record_trace));
   } catch (const std::exception& error) {
-    runtime::EvaluationResult result;
+    graph::EvaluationResult result;
     result.valid = false;
     result.invalid_reason = error.what();
     return result;
   }
 }
 
-std::vector<runtime::EvaluationResult> SimulatedEvaluator::EvaluateBatch(
+std::vector<graph::EvaluationResult> SimulatedEvaluator::EvaluateBatch(
     std::span<const graph::Placement> placements) {
-  std::vector<runtime::EvaluationResult> results(placements.size());
+  std::vector<graph::EvaluationResult> results(placements.size());
   const size_t cores = std::max(1u, std::thread::hardware_concurrency());
   const size_t threads = std::min(
       placements.size(), options_.threads > 0 ? static_cast<size_t>(options_.threads) : cores);

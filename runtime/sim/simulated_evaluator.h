@@ -5,10 +5,10 @@
 
 #include <string>
 
+#include "graph/device.h"
+#include "graph/evaluator.h"
 #include "graph/ir.h"
 #include "graph/placement.h"
-#include "runtime/device.h"
-#include "runtime/evaluator.h"
 #include "runtime/sim/cost_model.h"
 #include "runtime/sim/simulator.h"
 
@@ -20,18 +20,18 @@ struct SimulatedEvaluatorOptions {
   int threads = 0;
 };
 
-class SimulatedEvaluator : public runtime::Evaluator {
+class SimulatedEvaluator : public graph::Evaluator {
  public:
   // `graph` must outlive the evaluator; the cost model is read once, here.
-  SimulatedEvaluator(const graph::Graph& graph, runtime::DeviceSet devices,
+  SimulatedEvaluator(const graph::Graph& graph, graph::DeviceSet devices,
                      const CostModel& cost_model, SimulatedEvaluatorOptions options = {});
 
   // One simulated step: step_seconds, min, max and the single sample are the simulated time.
   // final_loss stays 0: nothing is computed. Never throws for a bad placement: running out of
   // memory, devices that differ from the evaluator's or an unplaced op make the result invalid.
-  runtime::EvaluationResult Evaluate(const graph::Placement& placement) override;
+  graph::EvaluationResult Evaluate(const graph::Placement& placement) override;
   // Simulations of a batch run on `threads` threads at once (the simulator is read-only).
-  std::vector<runtime::EvaluationResult> EvaluateBatch(
+  std::vector<graph::EvaluationResult> EvaluateBatch(
       std::span<const graph::Placement> placements) override;
   std::string name() const override { return "simulated"; }
 

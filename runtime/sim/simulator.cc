@@ -16,12 +16,12 @@
 
 namespace placer::sim {
 
+using graph::DeviceType;
 using graph::kNoOp;
 using graph::OpId;
 using graph::Phase;
 using graph::TensorId;
 using graph::TensorKind;
-using runtime::DeviceType;
 
 // A copy of tensor `tensor` from `from` (a device, or kHost) to `to`.
 struct Simulator::CopyTask {
@@ -99,7 +99,7 @@ struct Simulator::Workspace {
   std::array<int, 2> busy_of_kind{};  // scratch for Retime: CPU workers, GPUs
   std::vector<int64_t> memory_now;
   std::vector<ChannelStats> channels;
-  std::vector<std::vector<runtime::TraceEvent>> trace;  // per device, as the executor keeps it
+  std::vector<std::vector<graph::TraceEvent>> trace;  // per device, as the executor keeps it
   SimulationResult result;
   int ops_done = 0;
   double last_time = 0;
@@ -124,7 +124,7 @@ bool IsValidCost(double seconds) { return seconds >= 0 && std::isfinite(seconds)
 
 }  // namespace
 
-Simulator::Simulator(const graph::Graph& graph, runtime::DeviceSet devices,
+Simulator::Simulator(const graph::Graph& graph, graph::DeviceSet devices,
                      const CostModel& cost_model)
     : graph_(graph),
       devices_(std::move(devices)),
@@ -133,7 +133,7 @@ Simulator::Simulator(const graph::Graph& graph, runtime::DeviceSet devices,
       num_ops_(graph.num_ops()),
       num_tensors_(graph.num_tensors()) {
   if (devices_.empty()) throw std::invalid_argument("the simulator needs at least one device");
-  for (const runtime::Device& device : devices_) {
+  for (const graph::Device& device : devices_) {
     if (std::find(device_names_.begin(), device_names_.end(), device.name) != device_names_.end()) {
       throw std::invalid_argument(fmt::format("device '{}' is listed twice", device.name));
     }
@@ -609,8 +609,8 @@ SimulationResult Simulator::Simulate(const graph::Placement& placement, bool rec
   return std::move(result);
 }
 
-runtime::EvaluationResult Simulator::ToEvaluationResult(SimulationResult result) const {
-  runtime::EvaluationResult evaluation;
+graph::EvaluationResult Simulator::ToEvaluationResult(SimulationResult result) const {
+  graph::EvaluationResult evaluation;
   evaluation.valid = result.valid;
   evaluation.invalid_reason = std::move(result.invalid_reason);
   if (!result.valid) return evaluation;
@@ -653,7 +653,7 @@ LowerBoundResult Simulator::LowerBound() const {
   return bound;
 }
 
-LowerBoundResult LowerBound(const graph::Graph& graph, const runtime::DeviceSet& devices,
+LowerBoundResult LowerBound(const graph::Graph& graph, const graph::DeviceSet& devices,
                             const CostModel& cost_model) {
   return Simulator(graph, devices, cost_model).LowerBound();
 }

@@ -54,10 +54,10 @@
 #include <string>
 #include <vector>
 
+#include "graph/device.h"
+#include "graph/evaluator.h"
 #include "graph/ir.h"
 #include "graph/placement.h"
-#include "runtime/device.h"
-#include "runtime/evaluator.h"
 #include "runtime/sim/cost_model.h"
 
 namespace placer::sim {
@@ -80,8 +80,8 @@ struct SimulationResult {
   double step_seconds = 0;     // from the step's start until every worker and stream is idle
   std::vector<double> busy_seconds;
   std::vector<int64_t> peak_memory_bytes;
-  std::vector<ChannelStats> transfers;     // used channels: host first, then by (from, to)
-  std::vector<runtime::TraceEvent> trace;  // when asked for: device lanes and "from->to" lanes
+  std::vector<ChannelStats> transfers;   // used channels: host first, then by (from, to)
+  std::vector<graph::TraceEvent> trace;  // when asked for: device lanes and "from->to" lanes
 };
 
 // A lower bound on the step time of every placement, and its parts (REFERENCES.md 2.3):
@@ -106,7 +106,7 @@ class Simulator {
   // training step, but backward and update ops must name their forward op. Throws GraphError for
   // a cycle, a dangling input or a parameter no forward op reads, std::invalid_argument for
   // no devices or a negative or non-finite cost.
-  Simulator(const graph::Graph& graph, runtime::DeviceSet devices, const CostModel& cost_model);
+  Simulator(const graph::Graph& graph, graph::DeviceSet devices, const CostModel& cost_model);
 
   // Simulates one step. Throws std::invalid_argument when the placement's devices differ from the
   // simulator's, GraphError when an op is not placed; running out of memory is an invalid result.
@@ -114,12 +114,12 @@ class Simulator {
   SimulationResult Simulate(const graph::Placement& placement, bool record_trace = false) const;
 
   // The result in the Evaluator's terms, with device and channel names.
-  runtime::EvaluationResult ToEvaluationResult(SimulationResult result) const;
+  graph::EvaluationResult ToEvaluationResult(SimulationResult result) const;
 
   LowerBoundResult LowerBound() const;
 
   const graph::Graph& graph() const { return graph_; }
-  const runtime::DeviceSet& devices() const { return devices_; }
+  const graph::DeviceSet& devices() const { return devices_; }
   const std::vector<std::string>& device_names() const { return device_names_; }
   // Cached costs.
   double OpSeconds(graph::OpId op, int device) const {
@@ -155,7 +155,7 @@ class Simulator {
   void Retime(Workspace& w, double now) const;
 
   const graph::Graph& graph_;
-  runtime::DeviceSet devices_;
+  graph::DeviceSet devices_;
   std::vector<std::string> device_names_;
   std::vector<std::string> channel_lanes_;  // "from->to" per channel, for traces
   int num_devices_ = 0;
@@ -190,7 +190,7 @@ class Simulator {
 };
 
 // The lower bound for `graph` on `devices` under `cost_model` (see LowerBoundResult).
-LowerBoundResult LowerBound(const graph::Graph& graph, const runtime::DeviceSet& devices,
+LowerBoundResult LowerBound(const graph::Graph& graph, const graph::DeviceSet& devices,
                             const CostModel& cost_model);
 
 }  // namespace placer::sim

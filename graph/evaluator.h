@@ -1,6 +1,6 @@
 // The seam between search and measurement: an Evaluator turns a placement into a step time, or
 // says why the placement is invalid. The measured runtime and the simulator both implement it.
-// Torch-free.
+// Torch-free; beside the placement, since every layer speaks it.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +11,7 @@
 
 #include "graph/placement.h"
 
-namespace placer::runtime {
+namespace placer::graph {
 
 struct DeviceStats {
   std::string device;
@@ -71,4 +71,4 @@ class Evaluator {
   virtual std::string name() const = 0;
 };
 
-}  // namespace placer::runtime
+}  // namespace placer::graph

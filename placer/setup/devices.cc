@@ -1,0 +1,30 @@
+#include "placer/setup/devices.h"
+
+#include <fmt/format.h>
+
+#include <vector>
+
+#include "runtime/device.h"
+
+namespace placer::setup {
+
+graph::DeviceSet ResolveDevices(const config::Config& config) {
+  if (config.devices.automatic) return runtime::DetectDevices();
+  std::vector<runtime::DeviceRequest> requests;
+  for (const config::DeviceConfig& entry : config.devices.devices) {
+    requests.push_back(
+        {.name = entry.name, .threads = entry.threads, .memory_bytes = entry.memory_bytes});
+  }
+  const bool simulated = config.search.evaluator == config::EvaluatorKind::kSimulated;
+  try {
+    return runtime::ResolveDevices(requests, simulated);
+  } catch (const runtime::DeviceUnavailable& error) {
+    throw config::ConfigError(
+        config.source.string(), config.devices.devices[error.index()].line, 1,
+        fmt::format("devices[{}]", error.index()),
+        std::string(error.what()) +
+            "; a simulated search (search.evaluator: simulated) may use absent GPUs");
+  }
+}
+
+}  // namespace placer::setup
