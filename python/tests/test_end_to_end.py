@@ -1,5 +1,5 @@
-"""The README's path, on the CPU: export torchvision's SqueezeNet, `placer search` on it,
-`pip install ./python`, then the README's training script under the placement found."""
+"""The path of docs/python.md, on the CPU: export torchvision's SqueezeNet, `placer search` on it,
+`pip install ./python`, then its training script under the placement found."""
 
 import os
 import shutil
@@ -51,7 +51,7 @@ class EndToEndTest(unittest.TestCase):
         self.assertLess(losses[-1], losses[0], result.stdout)
 
     def test_readme_shows_the_script(self):
-        with open(os.path.join(ROOT, "README.md")) as f:
+        with open(os.path.join(ROOT, "docs", "python.md")) as f:
             readme = f.read()
         with open(EXAMPLE) as f:
             script = f.read()
