@@ -25,10 +25,10 @@
 #include <vector>
 
 #include "bench/timing.h"
-#include "cli/model_factory.h"
 #include "graph/device.h"
 #include "placer/config/config.h"
 #include "placer/setup/devices.h"
+#include "placer/setup/model_factory.h"
 #include "runtime/cluster/worker_pool.h"
 
 namespace {
@@ -62,7 +62,7 @@ pid_t StartWorker(int port, int world_size, int rank, const fs::path& key_file) 
 double Trial(const placer::config::Config& config, const std::string& text, int workers, int tasks,
              const std::string& kind) {
   const placer::graph::DeviceSet devices = placer::setup::ResolveDevices(config);
-  const placer::graph::Graph graph = placer::cli::BuildSingleModel(config);
+  const placer::graph::Graph graph = placer::setup::BuildSingleModel(config);
   const placer::graph::Placement placement =
       placer::graph::Placement::AllOn(graph, placer::graph::DeviceNames(devices), 0);
   double rate = 0;

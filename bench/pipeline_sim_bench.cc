@@ -14,12 +14,12 @@
 #include <vector>
 
 #include "bench/timing.h"
-#include "cli/model_factory.h"
 #include "graph/device.h"
 #include "graph/micro_batches.h"
 #include "placer/baselines/pipeline.h"
 #include "placer/config/config.h"
 #include "placer/setup/devices.h"
+#include "placer/setup/model_factory.h"
 
 int main(int argc, char** argv) {
   using namespace placer;
@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
   for (std::string item; std::getline(list, item, ',');) {
     const int m = std::stoi(item);
     if (config.model.batch_size % m == 0 &&
-        !cli::BatchProblem(config, config.model.batch_size / m)) {
+        !setup::BatchProblem(config, config.model.batch_size / m)) {
       counts.push_back(m);
     } else {
       fmt::print(
@@ -49,11 +49,11 @@ int main(int argc, char** argv) {
       d.memory_capacity = static_cast<int64_t>(memory_gib * (int64_t{1} << 30));
     }
   }
-  const graph::Graph base = cli::BuildSingleModel(config);
-  const auto costs = cli::CostModelFor(config);
+  const graph::Graph base = setup::BuildSingleModel(config);
+  const auto costs = setup::CostModelFor(config);
   const auto start = bench::Clock::now();
   const baselines::PipelineBaselineResult result =
-      baselines::PipelineBaseline(base, cli::ForwardBuilderFor(config), config.model.batch_size,
+      baselines::PipelineBaseline(base, setup::ForwardBuilderFor(config), config.model.batch_size,
                                   config.model.learning_rate, devices, *costs, counts);
   fmt::print(
       "{}: {} devices, batch {}, stages end at forward op {} of the topological order; "

@@ -12,7 +12,7 @@
 #include "graph/grouping.h"
 #include "graph/models.h"
 #include "placer/search.h"
-#include "placer/simulated_problem.h"
+#include "placer/setup/simulated_problem.h"
 #include "runtime/statistics.h"
 
 namespace {
@@ -32,7 +32,7 @@ void Run(int towers, int policy_steps) {
   sim::RooflineOptions costs_options;
   costs_options.cpu_to_cpu = {.seconds_per_byte = 5e-10, .latency_seconds = 50e-6};
   const sim::RooflineCostModel costs(costs_options);
-  const search::SimulatedProblem problem = search::MakeSimulatedProblem(
+  const setup::SimulatedProblem problem = setup::MakeSimulatedProblem(
       [towers](int64_t batch, int64_t normalizer) {
         return graph::BuildParallelMlp({.batch_size = batch,
                                         .in_features = 64,

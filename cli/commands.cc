@@ -11,14 +11,14 @@
 
 #include "cli/compare_command.h"
 #include "cli/inspect.h"
-#include "cli/model_factory.h"
 #include "cli/search_command.h"
-#include "cli/search_setup.h"
 #include "cli/worker_command.h"
 #include "graph/micro_batches.h"
 #include "graph/placement.h"
 #include "placer/config/config.h"
 #include "placer/setup/devices.h"
+#include "placer/setup/model_factory.h"
+#include "placer/setup/search_setup.h"
 #include "proto/writers.h"
 #include "runtime/device.h"
 #include "runtime/measured_evaluator.h"
@@ -32,7 +32,7 @@ namespace {
 
 int Inspect(const Commands& c) {
   config::Config config = config::LoadConfig(c.config_path);
-  graph::Graph graph = BuildModel(config);
+  graph::Graph graph = setup::BuildModel(config);
   std::cout << fmt::format("model: {} (batch {}, SGD lr {})\n\n", config.model.name(),
                            config.model.batch_size, config.model.learning_rate);
   PrintInspection(graph, std::cout);
@@ -44,17 +44,18 @@ int Inspect(const Commands& c) {
   } catch (const config::ConfigError& error) {
     notes.push_back(fmt::format("devices left out of the grouping: {}", error.what()));
   }
-  PrintGroups(graph, graph::MakeGrouping(graph, GroupingOptionsFor(config, graph, devices, &notes)),
-              GroupingName(config), std::cout);
+  PrintGroups(graph,
+              graph::MakeGrouping(graph, setup::GroupingOptionsFor(config, graph, devices, &notes)),
+              setup::GroupingName(config), std::cout);
   for (const std::string& note : notes) std::cout << "note: " << note << '\n';
   return kExitOk;
 }
 
 int Validate(const Commands& c) {
   config::Config config = config::LoadConfig(c.config_path);
-  graph::Graph graph = BuildModel(config);
+  graph::Graph graph = setup::BuildModel(config);
   graph::DeviceSet devices = setup::ResolveDevices(config);
-  if (!config.simulation.profile.empty()) CostModelFor(config);
+  if (!config.simulation.profile.empty()) setup::CostModelFor(config);
   std::cout << fmt::format("{}: valid ({} model, {} ops, {} parameters; devices {})\n",
                            c.config_path, config.model.name(), graph.num_ops(),
                            graph.ParameterCount(), fmt::join(graph::DeviceNames(devices), ", "));
@@ -68,7 +69,7 @@ bool IsProtoFile(const std::string& path) {
 }
 
 // The placement named on the command line: a YAML file (its variants chosen by the device count
-// and `facts`, see ExpertFacts), or every op on one device (by default the first configured
+// and `facts`, see setup::ExpertFacts), or every op on one device (by default the first configured
 // device).
 graph::Placement ChoosePlacement(const Commands& c, const graph::Graph& graph,
                                  const graph::DeviceSet& devices, std::string& description,
@@ -142,24 +143,15 @@ graph::PipelineSettings PipelineFor(const Commands& c) {
 // The training step the placement file is for: replicated, micro-batched (its op names are then
 // "m<k>/<op>"), or the configured model.
 graph::Graph ModelFor(const Commands& c, const config::Config& config) {
-  const int replicas = ReplicasFor(c, config);
-  const graph::PipelineSettings pipeline = PipelineFor(c);
-  if (pipeline.micro_batches > 1) {
-    if (replicas > 1) {
-      throw InputError(fmt::format(
-          "{}: replicas {} and micro_batches {}: a replicated step with micro-batches is not "
-          "built (give one of the two)",
-          c.placement_path, replicas, pipeline.micro_batches));
-    }
-    try {
-      return graph::BuildMicroBatched(ForwardBuilderFor(config), config.model.batch_size,
-                                      pipeline.micro_batches, config.model.learning_rate)
-          .graph;
-    } catch (const graph::GraphError& error) {
-      throw InputError(fmt::format("{}: {}", c.placement_path, error.what()));
-    }
+  const setup::StepShape shape{ReplicasFor(c, config), PipelineFor(c).micro_batches};
+  if (shape.micro_batches == 1) return setup::BuildStep(config, shape);
+  try {
+    return setup::BuildStep(config, shape);
+  } catch (const graph::GraphError& error) {
+    throw InputError(fmt::format("{}: {}", c.placement_path, error.what()));
+  } catch (const InputError& error) {
+    throw InputError(fmt::format("{}: {}", c.placement_path, error.what()));
   }
-  return replicas > 1 ? BuildReplicated(config, replicas).graph : BuildSingleModel(config);
 }
 
 int Evaluate(const Commands& c) {
@@ -173,11 +165,11 @@ int Evaluate(const Commands& c) {
     if (!c.placement_path.empty() || !c.device.empty()) {
       throw InputError("--data-parallel places the replicas itself: drop --placement/--device");
     }
-    dp = BuildDataParallelOver(config, graph::DeviceNames(devices));
+    dp = setup::BuildDataParallelOver(config, graph::DeviceNames(devices));
     placement = dp->placement;
     description = fmt::format("data parallel, shards of {}", fmt::join(dp->shard_sizes, "/"));
   } else {
-    placement = ChoosePlacement(c, model, devices, description, ExpertFacts(config));
+    placement = ChoosePlacement(c, model, devices, description, setup::ExpertFacts(config));
     if (placement.micro_batches > 1) {
       description += fmt::format(" ({} micro-batches of {} rows, {})", placement.micro_batches,
                                  config.model.batch_size / placement.micro_batches,
@@ -220,7 +212,7 @@ int Evaluate(const Commands& c) {
   }
   std::optional<graph::EvaluationResult> predicted;
   if (c.simulate) {
-    std::unique_ptr<sim::CostModel> costs = CostModelFor(config);
+    std::unique_ptr<sim::CostModel> costs = setup::CostModelFor(config);
     sim::SimulatedEvaluator simulator(graph, devices, *costs,
                                       {.record_trace = !simulated_trace.empty()});
     predicted = simulator.Evaluate(placement);
@@ -231,7 +223,7 @@ int Evaluate(const Commands& c) {
                          : "invalid: " + predicted->invalid_reason,
         simulator.lower_bound().seconds * 1e3);
     for (const std::string& note :
-         CostModelNotes(config, *costs, graph, devices, c.config_path, c.data_parallel)) {
+         setup::CostModelNotes(config, *costs, graph, devices, c.config_path, c.data_parallel)) {
       std::cout << "note: " << note << '\n';
     }
     if (predicted->valid && !simulated_trace.empty()) {
@@ -246,7 +238,7 @@ int Evaluate(const Commands& c) {
     PrintEvaluation(*predicted, std::cout);
     return kExitOk;
   }
-  runtime::MeasurementOptions options = MeasurementOptionsFor(config);
+  runtime::MeasurementOptions options = setup::MeasurementOptionsFor(config);
   options.record_trace = !c.trace_path.empty();
   options.processes = JoinProcessesOf(devices);
   runtime::MeasuredEvaluator evaluator(graph, devices, options);
@@ -277,11 +269,11 @@ int Profile(const Commands& c) {
   std::optional<graph::Placement> replicas;
   graph::Graph graph;
   if (c.data_parallel) {
-    graph::DataParallelGraph dp = BuildDataParallelOver(config, graph::DeviceNames(devices));
+    graph::DataParallelGraph dp = setup::BuildDataParallelOver(config, graph::DeviceNames(devices));
     graph = std::move(dp.graph);
     replicas = std::move(dp.placement);
   } else {
-    graph = BuildModel(config);
+    graph = setup::BuildModel(config);
   }
   std::filesystem::path output = c.output_path.empty() ? config.output.directory / "profile.json"
                                                        : std::filesystem::path(c.output_path);
@@ -304,8 +296,8 @@ int Profile(const Commands& c) {
 
 int Train(const Commands& c) {
   config::Config config = config::LoadConfig(c.config_path);
-  graph::Graph single = BuildSingleModel(config);
-  graph::Graph eval_graph = ForwardBuilderFor(config)(config.model.batch_size, 0);
+  graph::Graph single = setup::BuildSingleModel(config);
+  graph::Graph eval_graph = setup::ForwardBuilderFor(config)(config.model.batch_size, 0);
   graph::DeviceSet devices = setup::ResolveDevices(config);
   if (c.epochs < 1) throw InputError("--epochs must be at least 1");
   // Fashion-MNIST feeds [batch, 1, 28, 28] images to an input named "images": the zoo models
@@ -322,16 +314,17 @@ int Train(const Commands& c) {
   std::optional<graph::DataParallelGraph> dp;
   runtime::TrainingSetup setup;
   if (c.data_parallel) {
-    dp = BuildDataParallelOver(config, graph::DeviceNames(devices));
+    dp = setup::BuildDataParallelOver(config, graph::DeviceNames(devices));
     setup = runtime::DataParallelSetup(*dp);
     description = fmt::format("data parallel, shards of {}", fmt::join(dp->shard_sizes, "/"));
   } else if (const int replicas = ReplicasFor(c, config); replicas > 1) {
-    dp = BuildReplicated(config, replicas);
+    dp = setup::BuildReplicated(config, replicas);
     setup = runtime::DataParallelSetup(*dp);
-    setup.placement = ChoosePlacement(c, dp->graph, devices, description, ExpertFacts(config));
+    setup.placement =
+        ChoosePlacement(c, dp->graph, devices, description, setup::ExpertFacts(config));
   } else {
     setup = runtime::SingleModelSetup(
-        single, ChoosePlacement(c, single, devices, description, ExpertFacts(config)));
+        single, ChoosePlacement(c, single, devices, description, setup::ExpertFacts(config)));
   }
   runtime::ImageDataset train = runtime::LoadFashionMnist("train");
   runtime::ImageDataset test = runtime::LoadFashionMnist("test");

@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "placer/setup/input_error.h"
+
 namespace CLI {
 class App;
 }
@@ -16,11 +18,7 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitBadInput = 2;
 
-// Bad input that is not a config or graph error (a placement file, a device, a flag value).
-class InputError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+using setup::InputError;
 
 struct Commands {
   std::function<int()> run;  // set by the chosen subcommand's callback

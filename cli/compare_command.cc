@@ -9,14 +9,14 @@
 #include <iostream>
 #include <optional>
 
-#include "cli/model_factory.h"
-#include "cli/pipeline_row.h"
-#include "cli/report_pictures.h"
-#include "cli/search_setup.h"
-#include "cli/verdict.h"
 #include "graph/micro_batches.h"
 #include "placer/report.h"
 #include "placer/search.h"
+#include "placer/setup/model_factory.h"
+#include "placer/setup/pipeline_row.h"
+#include "placer/setup/report_pictures.h"
+#include "placer/setup/search_setup.h"
+#include "placer/setup/verdict.h"
 #include "placer/verifier.h"
 
 namespace placer::cli {
@@ -37,7 +37,7 @@ struct Pending {
 };
 
 search::ReportRow RowOf(const Pending& p, const search::SideBySideResult* judged,
-                        const SearchSetup& setup) {
+                        const setup::SearchSetup& setup) {
   search::ReportRow row{.kind = p.kind,
                         .method = p.method,
                         .seconds_to_produce = p.seconds_to_produce,
@@ -65,8 +65,8 @@ int RunCompareCommand(const Commands& c) {
   config::Config config = config::LoadConfig(c.config_path);
   if (!c.output_directory.empty()) config.output.directory = c.output_directory;
   const std::unique_ptr<search::RunLock> lock =
-      LockOutputDirectory(config.output.directory, std::cout);
-  std::unique_ptr<SearchSetup> setup = BuildSearchSetup(config, std::cout);
+      setup::LockOutputDirectory(config.output.directory, std::cout);
+  std::unique_ptr<setup::SearchSetup> setup = setup::BuildSearchSetup(config, std::cout);
   const search::ActionSpace& space = setup->simulated->space();
   search::ComparisonReport report;
   report.model = config.model.name();
@@ -80,19 +80,19 @@ int RunCompareCommand(const Commands& c) {
       fmt::join(setup->names, ", "), fmt::join(space.replica_counts(), "/"), report.evaluator,
       setup->measured ? " (searches learn on the profiled simulator)" : "",
       config.search.max_wall_seconds);
-  std::cout << DescribeSetup(*setup) << '\n';
+  std::cout << setup::DescribeSetup(*setup) << '\n';
   for (const std::string& note : setup->notes) std::cout << "note: " << note << '\n';
   if (!setup->measured && config.simulation.profile.empty()) {
     for (const std::string& note :
-         CostModelNotes(config, *setup->costs.front(), setup->models.front()->graph, setup->devices,
-                        c.config_path, false)) {
+         setup::CostModelNotes(config, *setup->costs.front(), setup->models.front()->graph,
+                               setup->devices, c.config_path, false)) {
       std::cout << "note: " << note << '\n';
     }
   }
 
   // Every placement is produced first, then all are judged side by side.
   std::vector<Pending> pending;
-  for (const Baseline& b : setup->baselines) {
+  for (const setup::Baseline& b : setup->baselines) {
     pending.push_back({Kind::kBaseline, b.name, b.candidate, b.error, b.seconds_to_produce});
   }
   const search::SearchProblem problem{setup->simulated.get(), setup->features, setup->WarmStarts()};
@@ -100,7 +100,7 @@ int RunCompareCommand(const Commands& c) {
   // the profiles (measured) and the baselines it starts from.
   const double baselines_seconds = setup->setup_seconds;
   auto run = [&](const std::string& what, bool policy, bool refinement) {
-    search::SearchOptions options = SearchOptionsFor(*setup);
+    search::SearchOptions options = setup::SearchOptionsFor(*setup);
     options.use_policy = policy;
     options.use_refinement = refinement;
     std::cout << fmt::format("search: {}\n", what) << std::flush;
@@ -145,7 +145,7 @@ int RunCompareCommand(const Commands& c) {
   if (setup->measured) {
     // The warm starts that are not rows of their own (baselines copied onto idle devices, the
     // pipeline baseline's stages at each micro-batch count).
-    for (const search::NamedCandidate& warm : DerivedWarmStarts(*setup)) {
+    for (const search::NamedCandidate& warm : setup::DerivedWarmStarts(*setup)) {
       const bool stages = std::any_of(
           setup->pipelined.begin(), setup->pipelined.end(),
           [&](const search::NamedCandidate& p) { return p.candidate == warm.candidate; });
@@ -167,20 +167,20 @@ int RunCompareCommand(const Commands& c) {
     candidates.push_back(*p.candidate);
     methods.push_back(p.method);
     const bool starting_baseline = p.kind == Kind::kBaseline && i < setup->baselines.size();
-    roles.push_back({starting_baseline ? SimplicityOf(p.method) : search::Simplicity::kOther,
+    roles.push_back({starting_baseline ? setup::SimplicityOf(p.method) : search::Simplicity::kOther,
                      starting_baseline || p.kind == Kind::kLearned});
   }
-  const ClosingVerdict closing =
-      JudgeSideBySide(setup->judge(), candidates, roles, RoundOptionsFor(*setup), std::cout);
+  const setup::ClosingVerdict closing = setup::JudgeSideBySide(
+      setup->judge(), candidates, roles, setup::RoundOptionsFor(*setup), std::cout);
   const search::SideBySideVerdict& verdict = closing.verdict;
   const std::vector<search::SideBySideResult>& judged = verdict.results;
-  const std::vector<ReferenceRatios>& ratios = closing.ratios;
+  const std::vector<setup::ReferenceRatios>& ratios = closing.ratios;
   auto row_of = [&](const Pending& p, std::optional<size_t> at) {
     search::ReportRow row = RowOf(p, at ? &judged[*at] : nullptr, *setup);
     if (at) {
       row.to_data_parallel = ratios[*at].to_data_parallel;
       row.to_best_single = ratios[*at].to_best_single;
-      row.tie = TieMark(verdict, *at);
+      row.tie = setup::TieMark(verdict, *at);
     }
     return row;
   };
@@ -225,7 +225,7 @@ int RunCompareCommand(const Commands& c) {
     }
     report.rows.push_back(row_of(row, result));
   } else {
-    PipelineRow pipeline = PipelineRowFor(*setup, config.output.directory);
+    setup::PipelineRow pipeline = setup::PipelineRowFor(*setup, config.output.directory);
     for (const std::string& line : pipeline.log) std::cout << line << '\n';
     report.rows.push_back(std::move(pipeline.row));
     if (pipeline.picture) pipeline_picture = std::move(pipeline.picture);
@@ -244,10 +244,10 @@ int RunCompareCommand(const Commands& c) {
     }
   }
   report.rows.push_back(row_of(learned_row, answer ? slot[*answer] : std::nullopt));
-  report.answer = DescribeAnswer(methods, verdict, ratios, learned_row.method);
+  report.answer = setup::DescribeAnswer(methods, verdict, ratios, learned_row.method);
 
   // The report's pictures: the learned placement and the fastest baseline, their schedules and
-  // the devices of their groups (cli/report_pictures.h).
+  // the devices of their groups (placer/setup/report_pictures.h).
   std::optional<size_t> best_baseline;
   for (size_t i = 0; i < first_answer; ++i) {
     if (pending[i].kind != Kind::kBaseline || !slot[i] || !judged[*slot[i]].result.valid) continue;
@@ -257,13 +257,13 @@ int RunCompareCommand(const Commands& c) {
     }
   }
   if (learned_row.candidate) {
-    report.pictures.push_back(PictureOf(*setup, learned_row.method, *learned_row.candidate,
-                                        config.output.directory, "trace_learned"));
+    report.pictures.push_back(setup::PictureOf(*setup, learned_row.method, *learned_row.candidate,
+                                               config.output.directory, "trace_learned"));
   }
   if (best_baseline) {
-    report.pictures.push_back(PictureOf(*setup, "best baseline: " + pending[*best_baseline].method,
-                                        *pending[*best_baseline].candidate, config.output.directory,
-                                        "trace_best_baseline"));
+    report.pictures.push_back(setup::PictureOf(
+        *setup, "best baseline: " + pending[*best_baseline].method,
+        *pending[*best_baseline].candidate, config.output.directory, "trace_best_baseline"));
   }
 
   if (pipeline_picture) report.pictures.push_back(std::move(*pipeline_picture));
@@ -272,7 +272,7 @@ int RunCompareCommand(const Commands& c) {
   graph::WriteFileAtomically(config.output.directory / "report.md", search::ReportMarkdown(report));
   graph::WriteFileAtomically(config.output.directory / "report.html", search::ReportHtml(report));
   graph::WriteFileAtomically(config.output.directory / "report.json", search::ReportJson(report));
-  if (const std::string cluster = DescribeCluster(*setup); !cluster.empty()) {
+  if (const std::string cluster = setup::DescribeCluster(*setup); !cluster.empty()) {
     std::cout << '\n' << cluster << '\n';
   }
   std::cout << "\nwritten: " << (config.output.directory / "report.md").string() << ", "

@@ -10,11 +10,11 @@
 #include <limits>
 #include <sstream>
 
-#include "cli/model_factory.h"
-#include "cli/search_setup.h"
-#include "cli/verdict.h"
 #include "placer/run_directory.h"
 #include "placer/search.h"
+#include "placer/setup/model_factory.h"
+#include "placer/setup/search_setup.h"
+#include "placer/setup/verdict.h"
 #include "placer/verifier.h"
 
 namespace placer::cli {
@@ -52,7 +52,7 @@ std::string Spread(const std::vector<double>& rounds) {
 // step time over data parallelism's and over the best single device's with their 95% intervals
 // (paired by round), and whether it is the fastest or tied with it.
 std::string SummaryTable(const std::vector<Row>& rows, const search::SideBySideVerdict& verdict,
-                         const std::vector<ReferenceRatios>& ratios) {
+                         const std::vector<setup::ReferenceRatios>& ratios) {
   std::ostringstream out;
   out << fmt::format("| {:<44} | {:>11} | {:>15} | {:>22} | {:>22} | {:<7} |\n", "placement",
                      "step time", "rounds (ms)", "time / data parallel", "time / best single",
@@ -67,7 +67,7 @@ std::string SummaryTable(const std::vector<Row>& rows, const search::SideBySideV
                          row.method, r->step_seconds * 1e3,
                          Spread(verdict.results[i].round_seconds),
                          search::FormatRatio(ratios[i].to_data_parallel),
-                         search::FormatRatio(ratios[i].to_best_single), TieMark(verdict, i));
+                         search::FormatRatio(ratios[i].to_best_single), setup::TieMark(verdict, i));
     } else {
       const std::string reason = r != nullptr ? r->invalid_reason : row.error;
       out << fmt::format("| {:<44} | {:>11} | {:<89} |\n", row.method, "invalid",
@@ -90,13 +90,13 @@ int RunSearchCommand(const Commands& c) {
   }
   // Held until the command returns: the answer and summary.md are written under it too.
   const std::unique_ptr<search::RunLock> lock =
-      LockOutputDirectory(config.output.directory, std::cout);
+      setup::LockOutputDirectory(config.output.directory, std::cout);
   try {
     search::RunDirectory::CheckUsable(config.output.directory, c.resume);
   } catch (const search::RunDirectoryError& error) {
     throw InputError(error.what());
   }
-  std::unique_ptr<SearchSetup> setup = BuildSearchSetup(config, std::cout);
+  std::unique_ptr<setup::SearchSetup> setup = setup::BuildSearchSetup(config, std::cout);
   const search::ActionSpace& space = setup->simulated->space();
   const config::SearchConfig& s = config.search;
   std::cout << fmt::format(
@@ -109,25 +109,25 @@ int RunSearchCommand(const Commands& c) {
       setup->measured ? " (learning on the profiled simulator, then measuring side by side)" : "",
       s.policy ? s.policy_steps : 0, s.samples_per_step, s.max_evaluations, s.max_wall_seconds,
       config.output.directory.string(), c.resume ? " (resuming)" : "");
-  std::cout << DescribeSetup(*setup) << '\n';
+  std::cout << setup::DescribeSetup(*setup) << '\n';
   for (const std::string& note : setup->notes) std::cout << "note: " << note << '\n';
   if (!setup->measured && config.simulation.profile.empty()) {
     for (const std::string& note :
-         CostModelNotes(config, *setup->costs.front(), setup->models.front()->graph, setup->devices,
-                        c.config_path, false)) {
+         setup::CostModelNotes(config, *setup->costs.front(), setup->models.front()->graph,
+                               setup->devices, c.config_path, false)) {
       std::cout << "note: " << note << '\n';
     }
   }
 
   std::unique_ptr<search::RunDirectory> dir;
   try {
-    dir = std::make_unique<search::RunDirectory>(config.output.directory, c.resume,
-                                                 RunIdentityFor(*setup), setup->simulated.get(),
-                                                 /*progress=*/true);
+    dir = std::make_unique<search::RunDirectory>(
+        config.output.directory, c.resume, setup::RunIdentityFor(*setup), setup->simulated.get(),
+        /*progress=*/true);
   } catch (const search::RunDirectoryError& error) {
     throw InputError(error.what());
   }
-  search::SearchOptions options = SearchOptionsFor(*setup);
+  search::SearchOptions options = setup::SearchOptionsFor(*setup);
   options.stop_requested = &g_stop_requested;
   const search::SearchProblem problem{setup->simulated.get(), setup->features, setup->WarmStarts()};
   std::signal(SIGINT, OnSignal);
@@ -161,13 +161,13 @@ int RunSearchCommand(const Commands& c) {
     candidates.push_back(outcome.elite[k].candidate);
     learned_names.push_back(outcome.elite[k].origin);
   }
-  for (const Baseline& b : setup->baselines) {
+  for (const setup::Baseline& b : setup->baselines) {
     if (b.candidate) candidates.push_back(*b.candidate);
   }
   // The warm starts that are not baselines of their own: baselines copied onto idle devices, and
   // with a measured judge the pipeline baseline's stages at every micro-batch count (it may prefer
   // one the simulator ranked lower).
-  const std::vector<search::NamedCandidate> derived = DerivedWarmStarts(*setup);
+  const std::vector<search::NamedCandidate> derived = setup::DerivedWarmStarts(*setup);
   for (const search::NamedCandidate& warm : derived) candidates.push_back(warm.candidate);
   // Each row's role: the baselines that are a single device or data parallelism are the simple
   // answers a tied row gives way to; a learned candidate that is one of them takes its role.
@@ -177,24 +177,24 @@ int RunSearchCommand(const Commands& c) {
     methods.push_back(fmt::format("candidate {} (found by {})", k + 1, learned_names[k]));
     roles.push_back({});
   }
-  for (const Baseline& b : setup->baselines) {
+  for (const setup::Baseline& b : setup->baselines) {
     if (!b.candidate) continue;
     methods.push_back(b.name);
-    roles.push_back({SimplicityOf(b.name)});
+    roles.push_back({setup::SimplicityOf(b.name)});
   }
   for (const search::NamedCandidate& warm : derived) {
     methods.push_back("warm start: " + warm.name);
     roles.push_back({});
   }
-  const ClosingVerdict closing =
-      JudgeSideBySide(setup->judge(), candidates, roles, RoundOptionsFor(*setup), std::cout);
+  const setup::ClosingVerdict closing = setup::JudgeSideBySide(
+      setup->judge(), candidates, roles, setup::RoundOptionsFor(*setup), std::cout);
   const search::SideBySideVerdict& verdict = closing.verdict;
-  const std::vector<ReferenceRatios>& ratios = closing.ratios;
+  const std::vector<setup::ReferenceRatios>& ratios = closing.ratios;
 
   std::vector<Row> rows;
   size_t next = 0;
   for (size_t k = 0; k < learned; ++k, ++next) rows.push_back({methods[next], next, ""});
-  for (const Baseline& b : setup->baselines) {
+  for (const setup::Baseline& b : setup->baselines) {
     if (b.candidate) {
       rows.push_back({b.name, next++, ""});
     } else {
@@ -212,7 +212,7 @@ int RunSearchCommand(const Commands& c) {
                                verdict.results[answer].result.step_seconds, setup->judge().name());
   }
   const std::string table =
-      SummaryTable(rows, verdict, ratios) + '\n' + DescribeAnswer(methods, verdict, ratios);
+      SummaryTable(rows, verdict, ratios) + '\n' + setup::DescribeAnswer(methods, verdict, ratios);
   std::cout << '\n' << table;
   const std::string summary = fmt::format(
       "# placer search: {}\n\nDevices: {}. Evaluator: {}. Replica counts searched: {}. {} policy "
@@ -231,7 +231,7 @@ int RunSearchCommand(const Commands& c) {
       outcome.wall_seconds, setup->setup_seconds, setup->measured ? "profiles, " : "",
       verdict.rounds, verdict.rounds == 1 ? "" : "s", table);
   graph::WriteFileAtomically(config.output.directory / "summary.md", summary);
-  if (const std::string cluster = DescribeCluster(*setup); !cluster.empty()) {
+  if (const std::string cluster = setup::DescribeCluster(*setup); !cluster.empty()) {
     std::cout << '\n' << cluster << '\n';
   }
   std::cout << "\nwritten: " << (config.output.directory / "summary.md").string() << ", "

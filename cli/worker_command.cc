@@ -9,111 +9,20 @@
 #include <cstdlib>
 #include <functional>
 #include <iostream>
-#include <map>
 #include <memory>
 #include <tuple>
-#include <utility>
 
-#include "cli/model_factory.h"
-#include "graph/data_parallel.h"
 #include "graph/device.h"
-#include "graph/micro_batches.h"
 #include "placer/config/config.h"
-#include "placer/setup/devices.h"
+#include "placer/setup/worker_evaluators.h"
 #include "proto/message_auth.h"
 #include "runtime/cluster/process_group.h"
 #include "runtime/cluster/store.h"
 #include "runtime/cluster/worker_loop.h"
-#include "runtime/measured_evaluator.h"
 #include "runtime/processes.h"
-#include "runtime/sim/simulated_evaluator.h"
 
 namespace placer::cli {
 namespace {
-
-// The worker's evaluators, built from the search's config as the search builds its own
-// (cli/search_setup.cc): the model at each replica count (or micro-batch count) asked for, measured
-// on this host's devices or simulated with the config's cost model.
-class WorkerEvaluators {
- public:
-  explicit WorkerEvaluators(config::Config config)
-      : config_(std::move(config)),
-        devices_(setup::ResolveDevices(config_)),
-        names_(graph::DeviceNames(devices_)) {}
-
-  graph::EvaluationResult Evaluate(const proto::EvaluationTask& task) {
-    if (task.placement.devices != names_) {
-      throw InputError(fmt::format("the placement's devices differ from this worker's ({})",
-                                   fmt::join(names_, ", ")));
-    }
-    const Shape shape{task.replicas, task.placement.micro_batches};
-    const graph::Graph& graph = Model(shape);
-    if (task.placement.device_of_op.size() != static_cast<size_t>(graph.num_ops())) {
-      throw InputError(fmt::format(
-          "the placement has {} ops, this worker's model with {} replicas and {} micro-batches "
-          "{}: do the search and the worker run the same placer?",
-          task.placement.device_of_op.size(), shape.first, shape.second, graph.num_ops()));
-    }
-    return EvaluatorFor(task.kind, shape).Evaluate(task.placement);
-  }
-
- private:
-  using Shape = std::pair<int, int>;  // replicas, micro-batches
-
-  // As search::BuildReplicatedModels and search::AddMicroBatchedModels build it.
-  const graph::Graph& Model(const Shape& shape) {
-    const auto [replicas, micro_batches] = shape;
-    auto it = models_.find(shape);
-    if (it == models_.end()) {
-      graph::Graph graph;
-      if (micro_batches > 1) {
-        if (replicas > 1) {
-          throw InputError(
-              fmt::format("{} replicas with {} micro-batches: not a step placer builds", replicas,
-                          micro_batches));
-        }
-        graph = graph::BuildMicroBatched(ForwardBuilderFor(config_), config_.model.batch_size,
-                                         micro_batches, config_.model.learning_rate)
-                    .graph;
-      } else if (replicas == 1) {
-        graph = BuildSingleModel(config_);
-      } else {
-        std::vector<std::string> names;
-        for (int r = 0; r < replicas; ++r) names.push_back(fmt::format("r{}", r));
-        graph = graph::BuildDataParallel(ForwardBuilderFor(config_), config_.model.batch_size,
-                                         names, std::vector<double>(names.size(), 1.0),
-                                         config_.model.learning_rate)
-                    .graph;
-      }
-      it = models_.emplace(shape, std::make_unique<graph::Graph>(std::move(graph))).first;
-    }
-    return *it->second;
-  }
-
-  graph::Evaluator& EvaluatorFor(const std::string& kind, const Shape& shape) {
-    const auto key = std::make_pair(kind, shape);
-    auto it = evaluators_.find(key);
-    if (it != evaluators_.end()) return *it->second;
-    std::unique_ptr<graph::Evaluator> evaluator;
-    if (kind == "measured") {
-      evaluator = std::make_unique<runtime::MeasuredEvaluator>(Model(shape), devices_,
-                                                               MeasurementOptionsFor(config_));
-    } else if (kind == "simulated") {
-      if (!costs_) costs_ = CostModelFor(config_);
-      evaluator = std::make_unique<sim::SimulatedEvaluator>(Model(shape), devices_, *costs_);
-    } else {
-      throw InputError(fmt::format("unknown evaluator '{}'", kind));
-    }
-    return *evaluators_.emplace(key, std::move(evaluator)).first->second;
-  }
-
-  config::Config config_;
-  graph::DeviceSet devices_;
-  std::vector<std::string> names_;
-  std::map<Shape, std::unique_ptr<graph::Graph>> models_;
-  std::unique_ptr<sim::CostModel> costs_;
-  std::map<std::pair<std::string, Shape>, std::unique_ptr<graph::Evaluator>> evaluators_;
-};
 
 // A flag's value, else the environment variable torchrun sets; `what` names both when neither.
 std::string Setting(const std::string& flag_value, const char* variable, const char* flag) {
@@ -174,7 +83,8 @@ int RunWorkerCommand(const Commands& c) {
     cluster::ServeWorker(
         endpoint,
         [](const std::string& text, const std::string& path) {
-          auto evaluators = std::make_shared<WorkerEvaluators>(config::ConfigFromText(text, path));
+          auto evaluators =
+              std::make_shared<setup::WorkerEvaluators>(config::ConfigFromText(text, path));
           return [evaluators](const proto::EvaluationTask& task) {
             return evaluators->Evaluate(task);
           };

@@ -1,8 +1,8 @@
 // The built-in models as a registry: one entry per model, whose options struct (graph/models.h,
 // graph/zoo.h) is the single source of its defaults, bounds and builder. The config reads a
 // model's section into its options (config/config.cc), the CLI builds from them
-// (cli/model_factory.cc), and configs/SCHEMA.md's model sections are generated from the entries
-// (config_test checks them). Adding a model is one entry here. Torch-free.
+// (placer/setup/model_factory.cc), and configs/SCHEMA.md's model sections are generated from the
+// entries (config_test checks them). Adding a model is one entry here. Torch-free.
 #pragma once
 
 #include <functional>

@@ -117,6 +117,18 @@ void AddMicroBatchedModels(std::vector<std::unique_ptr<ReplicatedModel>>& models
   }
 }
 
+ActionSpace SpaceOf(int devices, const std::vector<std::unique_ptr<ReplicatedModel>>& models) {
+  std::vector<int> replica_counts, micro_batch_counts;
+  for (const auto& m : models) {
+    if (m->micro_batches == 1) {
+      replica_counts.push_back(m->replicas);
+    } else {
+      micro_batch_counts.push_back(m->micro_batches);
+    }
+  }
+  return ActionSpace(devices, replica_counts, micro_batch_counts);
+}
+
 CandidateEvaluator::CandidateEvaluator(const ActionSpace& space,
                                        std::vector<const ReplicatedModel*> models,
                                        std::vector<graph::Evaluator*> evaluators,

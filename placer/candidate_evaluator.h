@@ -67,6 +67,10 @@ void AddMicroBatchedModels(std::vector<std::unique_ptr<ReplicatedModel>>& models
                            double learning_rate, const std::vector<int>& counts,
                            std::vector<std::string>* notes);
 
+// The action space over `devices` devices of the step shapes `models` holds (BuildReplicatedModels'
+// replica counts, AddMicroBatchedModels' micro-batch counts).
+ActionSpace SpaceOf(int devices, const std::vector<std::unique_ptr<ReplicatedModel>>& models);
+
 class CandidateEvaluator {
  public:
   // One model per replica count of the space (M = 1) and per micro-batch count M > 1 (one

@@ -44,7 +44,8 @@ struct ComparisonReport {
   std::vector<CurvePoint> learned_curve;
   std::vector<CurvePoint> random_curve;
   std::vector<PlacementPicture> pictures;  // the learned placement's and the best baseline's
-  std::string answer;  // what the learned row is and why, with its tie stated (cli/verdict.h)
+  // What the learned row is and why, with its tie stated (placer/setup/verdict.h).
+  std::string answer;
 };
 
 // Speed-ups are relative to the best valid single-device row and to the data-parallel row (rows

@@ -21,12 +21,12 @@
 #include <thread>
 #include <vector>
 
-#include "cli/model_factory.h"
 #include "graph/data_parallel.h"
 #include "graph/device.h"
 #include "graph/micro_batches.h"
 #include "placer/config/config.h"
 #include "placer/setup/devices.h"
+#include "placer/setup/model_factory.h"
 #include "proto/evaluation_wire.h"
 #include "proto/message_auth.h"
 #include "runtime/cluster/store.h"
@@ -120,12 +120,12 @@ struct Fixture {
     config = config::LoadConfig(config_file);
     devices = setup::ResolveDevices(config);
     names = graph::DeviceNames(devices);
-    single = cli::BuildSingleModel(config);
-    replicated = graph::BuildDataParallel(cli::ForwardBuilderFor(config), config.model.batch_size,
+    single = setup::BuildSingleModel(config);
+    replicated = graph::BuildDataParallel(setup::ForwardBuilderFor(config), config.model.batch_size,
                                           {"r0", "r1"}, {1.0, 1.0}, config.model.learning_rate)
                      .graph;
-    pipelined = graph::BuildMicroBatched(cli::ForwardBuilderFor(config), config.model.batch_size, 4,
-                                         config.model.learning_rate);
+    pipelined = graph::BuildMicroBatched(setup::ForwardBuilderFor(config), config.model.batch_size,
+                                         4, config.model.learning_rate);
   }
 
   cluster::PoolOptions Options(int workers) const {
@@ -164,7 +164,7 @@ struct Fixture {
   }
 
   std::vector<graph::EvaluationResult> Local(const std::vector<cluster::PoolTask>& tasks) const {
-    std::unique_ptr<sim::CostModel> costs = cli::CostModelFor(config);
+    std::unique_ptr<sim::CostModel> costs = setup::CostModelFor(config);
     std::vector<graph::EvaluationResult> results;
     for (const cluster::PoolTask& task : tasks) {
       const graph::Graph& graph = task.placement.micro_batches > 1 ? pipelined.graph
@@ -174,7 +174,7 @@ struct Fixture {
         results.push_back(sim::SimulatedEvaluator(graph, devices, *costs).Evaluate(task.placement));
       } else {
         results.push_back(
-            runtime::MeasuredEvaluator(graph, devices, cli::MeasurementOptionsFor(config))
+            runtime::MeasuredEvaluator(graph, devices, setup::MeasurementOptionsFor(config))
                 .Evaluate(task.placement));
       }
     }

@@ -16,12 +16,12 @@
 #include <set>
 #include <sstream>
 
-#include "cli/model_factory.h"
 #include "graph/ir.h"
 #include "graph/onnx_loader.h"
 #include "graph/ops.h"
 #include "graph/placement.h"
 #include "placer/config/config.h"
+#include "placer/setup/model_factory.h"
 #include "runtime/executor.h"
 #include "tests/onnx_writer.h"
 #include "tests/support.h"
@@ -333,14 +333,14 @@ TEST(OnnxBatchTest, TheModelFactoryReportsAndThrowsTheBatchError) {
   std::ofstream(dir / "baked.onnx", std::ios::binary) << ox::Encode(ox::BakedBatchClassifier(2));
   std::ofstream(dir / "c.yaml") << "model:\n  onnx: baked.onnx\n";
   const config::Config c = config::LoadConfig(dir / "c.yaml");
-  EXPECT_EQ(cli::BatchProblem(c, 2), std::nullopt);
-  ASSERT_TRUE(cli::BatchProblem(c, 1));
-  EXPECT_THAT(*cli::BatchProblem(c, 1), HasSubstr("'bake'"));
-  EXPECT_NO_THROW(cli::BuildSingleModel(c));
-  EXPECT_THROW(cli::BuildDataParallelOver(c, {"cpu:0", "cpu:1"}), graph::BatchError);
-  EXPECT_THROW(cli::BuildReplicated(c, 2), graph::BatchError);
+  EXPECT_EQ(setup::BatchProblem(c, 2), std::nullopt);
+  ASSERT_TRUE(setup::BatchProblem(c, 1));
+  EXPECT_THAT(*setup::BatchProblem(c, 1), HasSubstr("'bake'"));
+  EXPECT_NO_THROW(setup::BuildSingleModel(c));
+  EXPECT_THROW(setup::BuildDataParallelOver(c, {"cpu:0", "cpu:1"}), graph::BatchError);
+  EXPECT_THROW(setup::BuildReplicated(c, 2), graph::BatchError);
   const config::Config lenet = config::ParseConfig("model:\n  builtin: lenet\n", "x.yaml");
-  EXPECT_EQ(cli::BatchProblem(lenet, 3), std::nullopt);
+  EXPECT_EQ(setup::BatchProblem(lenet, 3), std::nullopt);
 }
 
 // ---------------------------------------------------------------------------------------------

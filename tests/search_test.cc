@@ -23,7 +23,7 @@
 #include "placer/learner.h"
 #include "placer/refiner.h"
 #include "placer/run_directory.h"
-#include "placer/simulated_problem.h"
+#include "placer/setup/simulated_problem.h"
 #include "placer/verifier.h"
 #include "proto/writers.h"
 #include "runtime/executor.h"
@@ -38,6 +38,8 @@ namespace placer::search {
 namespace {
 
 using placer::test_support::CpuWorkers;
+using setup::MakeSimulatedProblem;
+using setup::SimulatedProblem;
 using ::testing::HasSubstr;
 
 // `towers` independent heavy MLP towers on as many devices, joined by a sum and a classifier;

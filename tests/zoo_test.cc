@@ -18,12 +18,12 @@
 #include <string>
 #include <vector>
 
-#include "cli/model_factory.h"
 #include "graph/data_parallel.h"
 #include "graph/ops.h"
 #include "graph/placement.h"
 #include "graph/training_step.h"
 #include "placer/config/config.h"
+#include "placer/setup/model_factory.h"
 #include "runtime/executor.h"
 #include "tests/support.h"
 
@@ -475,8 +475,8 @@ TEST(ZooConfigTest, SizeSectionsAreReadAndChecked) {
   EXPECT_EQ(c.model.options_as<graph::NmtOptions>().layers, 4);
   EXPECT_EQ(c.model.options_as<graph::NmtOptions>().target_vocab, 30);
   EXPECT_EQ(c.model.options_as<graph::NmtOptions>().cell, graph::LstmCellKind::kFused);
-  EXPECT_EQ(cli::ExpertFacts(c), (std::map<std::string, std::string>{{"layers", "4"}}));
-  Graph g = cli::BuildSingleModel(c);
+  EXPECT_EQ(setup::ExpertFacts(c), (std::map<std::string, std::string>{{"layers", "4"}}));
+  Graph g = setup::BuildSingleModel(c);
   EXPECT_EQ(CountOps(g, Phase::kForward, graph::op_types::kLstmCell), 4 * (3 + 2));
   EXPECT_EQ(Parse("model: {builtin: inception_v3}\n").model.batch_size, 32);
   EXPECT_EQ(Parse("model: {builtin: rnnlm}\n").model.batch_size, 64);
@@ -516,8 +516,8 @@ TEST(ZooConfigTest, ReplicatedZooModelsAreBuiltFromConfigs) {
   config::Config c = Parse(
       "model:\n  builtin: transformer\n  batch_size: 4\n  replicas: 2\n"
       "  transformer: {seq_length: 4, layers: 1, hidden: 8, heads: 2, ffn: 8, vocab: 10}\n");
-  Graph replicated = cli::BuildModel(c);
-  Graph single = cli::BuildSingleModel(c);
+  Graph replicated = setup::BuildModel(c);
+  Graph single = setup::BuildSingleModel(c);
   EXPECT_EQ(replicated.ParameterCount(), 2 * single.ParameterCount());
   EXPECT_TRUE(replicated.FindOp("r1/l0/attention/probs").has_value());
 }

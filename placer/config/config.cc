@@ -325,7 +325,7 @@ ModelConfig ReadModel(const Value& value) {
   if (const Value* onnx = mapping.Find("onnx")) {
     if (mapping.Find("builtin")) onnx->Fail("give model.builtin or model.onnx, not both");
     // The file itself is read by LoadConfig (its own batch) and when the model is built
-    // (cli/model_factory.cc), which report its problems with the file's name.
+    // (placer/setup/model_factory.cc), which report its problems with the file's name.
     model.onnx = ToString(*onnx);
     model.builtin.clear();
     model.options = nullptr;

@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "cli/search_setup.h"
 #include "placer/report.h"
 #include "placer/report_svg.h"
+#include "placer/setup/search_setup.h"
 
-namespace placer::cli {
+namespace placer::setup {
 
 struct PipelineRow {
   search::ReportRow row;
@@ -27,4 +27,4 @@ struct PipelineRow {
 // (trace_pipeline.simulated.json).
 PipelineRow PipelineRowFor(const SearchSetup& setup, const std::filesystem::path& directory);
 
-}  // namespace placer::cli
+}  // namespace placer::setup

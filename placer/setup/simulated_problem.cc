@@ -1,10 +1,10 @@
-#include "placer/simulated_problem.h"
+#include "placer/setup/simulated_problem.h"
 
 #include <algorithm>
 
 #include "graph/training_step.h"
 
-namespace placer::search {
+namespace placer::setup {
 
 double SimulatedProblem::LowerBound() const {
   double bound = simulators.front()->lower_bound().seconds;
@@ -24,25 +24,22 @@ SimulatedProblem MakeSimulatedProblem(const graph::ForwardBuilder& build_forward
   base.Validate();
   p.grouping = graph::MakeGrouping(base, grouping_options);
   p.features = graph::ComputeGroupFeatures(base, p.grouping);
-  p.models = BuildReplicatedModels(std::move(base), p.grouping, build_forward, batch, learning_rate,
-                                   replica_counts, &p.notes);
-  AddMicroBatchedModels(p.models, p.grouping, build_forward, batch, learning_rate,
-                        micro_batch_counts, &p.notes);
-  std::vector<const ReplicatedModel*> models;
+  p.models = search::BuildReplicatedModels(std::move(base), p.grouping, build_forward, batch,
+                                           learning_rate, replica_counts, &p.notes);
+  search::AddMicroBatchedModels(p.models, p.grouping, build_forward, batch, learning_rate,
+                                micro_batch_counts, &p.notes);
+  std::vector<const search::ReplicatedModel*> models;
   std::vector<graph::Evaluator*> evaluators;
-  std::vector<int> counts, micro_batch_built;
   for (const auto& m : p.models) {
     p.simulators.push_back(
         std::make_unique<sim::SimulatedEvaluator>(m->graph, devices, cost_model));
     models.push_back(m.get());
     evaluators.push_back(p.simulators.back().get());
-    (m->micro_batches == 1 ? counts : micro_batch_built)
-        .push_back(m->micro_batches == 1 ? m->replicas : m->micro_batches);
   }
-  p.evaluator = std::make_unique<CandidateEvaluator>(
-      ActionSpace(static_cast<int>(devices.size()), counts, micro_batch_built), models, evaluators,
+  p.evaluator = std::make_unique<search::CandidateEvaluator>(
+      search::SpaceOf(static_cast<int>(devices.size()), p.models), models, evaluators,
       graph::DeviceNames(devices));
   return p;
 }
 
-}  // namespace placer::search
+}  // namespace placer::setup

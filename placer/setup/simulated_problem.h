@@ -1,6 +1,6 @@
 // A search problem judged by the simulator, built from a model builder: the model at every
 // replica count, a simulator each, the candidate evaluator over them. What benchmarks and tests
-// search on without a config; `placer search` builds the same from a config (cli/search_setup.h).
+// search on without a config; `placer search` builds the same from a config (search_setup.h).
 #pragma once
 
 #include <memory>
@@ -15,19 +15,20 @@
 #include "runtime/sim/cost_model.h"
 #include "runtime/sim/simulated_evaluator.h"
 
-namespace placer::search {
+namespace placer::setup {
 
 struct SimulatedProblem {
   graph::Grouping grouping;
   graph::GroupFeatures features;
-  std::vector<std::unique_ptr<ReplicatedModel>> models;  // [0]: one replica, then per R, per M
+  std::vector<std::unique_ptr<search::ReplicatedModel>>
+      models;  // [0]: one replica, then per R, per M
   std::vector<std::unique_ptr<sim::SimulatedEvaluator>> simulators;
-  std::unique_ptr<CandidateEvaluator> evaluator;
+  std::unique_ptr<search::CandidateEvaluator> evaluator;
   std::vector<std::string> notes;  // replica counts left out
 
   const graph::Graph& base() const { return models.front()->graph; }
   int num_groups() const { return grouping.num_groups(); }
-  SearchProblem Problem(std::vector<NamedCandidate> warm_starts = {}) const {
+  search::SearchProblem Problem(std::vector<search::NamedCandidate> warm_starts = {}) const {
     return {evaluator.get(), features, std::move(warm_starts)};
   }
   // The least lower bound over the models.
@@ -44,4 +45,4 @@ SimulatedProblem MakeSimulatedProblem(const graph::ForwardBuilder& build_forward
                                       const std::vector<int>& replica_counts,
                                       const std::vector<int>& micro_batch_counts = {1});
 
-}  // namespace placer::search
+}  // namespace placer::setup

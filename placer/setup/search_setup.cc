@@ -1,4 +1,4 @@
-#include "cli/search_setup.h"
+#include "placer/setup/search_setup.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -13,12 +13,12 @@
 #include <sstream>
 #include <thread>
 
-#include "cli/commands.h"
-#include "cli/model_factory.h"
 #include "graph/micro_batches.h"
 #include "placer/baselines/baselines.h"
 #include "placer/baselines/pipeline.h"
 #include "placer/setup/devices.h"
+#include "placer/setup/input_error.h"
+#include "placer/setup/model_factory.h"
 #include "placer/verifier.h"
 #include "proto/message_auth.h"
 #include "runtime/cluster/worker_pool.h"
@@ -26,7 +26,7 @@
 #include "runtime/profiler.h"
 #include "runtime/sim/simulated_evaluator.h"
 
-namespace placer::cli {
+namespace placer::setup {
 namespace {
 
 // The key the pool seals its messages under: cluster.key_file (created when missing), else
@@ -384,15 +384,7 @@ std::unique_ptr<SearchSetup> BuildSearchSetup(const config::Config& config, std:
   search::AddMicroBatchedModels(s->models, s->grouping, ForwardBuilderFor(config),
                                 config.model.batch_size, config.model.learning_rate, micro_batches,
                                 &s->notes);
-  std::vector<int> counts, micro_batch_counts;
-  for (const auto& m : s->models) {
-    if (m->micro_batches == 1) {
-      counts.push_back(m->replicas);
-    } else {
-      micro_batch_counts.push_back(m->micro_batches);
-    }
-  }
-  const search::ActionSpace space(devices, counts, micro_batch_counts);
+  const search::ActionSpace space = search::SpaceOf(devices, s->models);
 
   if (measured) {
     // The search learns on a simulator of these very devices: each op of each model timed here.
@@ -493,4 +485,4 @@ search::RunIdentity RunIdentityFor(const SearchSetup& s) {
           s.simulated->space().micro_batch_counts()};
 }
 
-}  // namespace placer::cli
+}  // namespace placer::setup

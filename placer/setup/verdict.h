@@ -11,7 +11,7 @@
 #include "placer/paired_comparison.h"
 #include "placer/verifier.h"
 
-namespace placer::cli {
+namespace placer::setup {
 
 struct ReferenceRatios {
   search::PairedRatio to_data_parallel;  // rounds 0 when there is no valid data-parallel row
@@ -58,4 +58,4 @@ std::string DescribeAnswer(const std::vector<std::string>& methods,
                            const std::vector<ReferenceRatios>& ratios,
                            const std::string& answer_name = "");
 
-}  // namespace placer::cli
+}  // namespace placer::setup

@@ -1,13 +1,14 @@
-#include "cli/model_factory.h"
+#include "placer/setup/model_factory.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 
-#include "cli/commands.h"
+#include "graph/micro_batches.h"
 #include "graph/onnx_loader.h"
+#include "placer/setup/input_error.h"
 
-namespace placer::cli {
+namespace placer::setup {
 
 namespace {
 
@@ -72,6 +73,22 @@ graph::DataParallelGraph BuildReplicated(const config::Config& config, int repli
   std::vector<std::string> replica_names;
   for (int r = 0; r < replicas; ++r) replica_names.push_back(fmt::format("r{}", r));
   return BuildDataParallelOver(config, replica_names);
+}
+
+graph::Graph BuildStep(const config::Config& config, StepShape shape) {
+  if (shape.micro_batches > 1) {
+    if (shape.replicas > 1) {
+      throw InputError(fmt::format(
+          "replicas {} and micro_batches {}: a replicated step with micro-batches is not built "
+          "(give one of the two)",
+          shape.replicas, shape.micro_batches));
+    }
+    return graph::BuildMicroBatched(ForwardBuilderFor(config), config.model.batch_size,
+                                    shape.micro_batches, config.model.learning_rate)
+        .graph;
+  }
+  return shape.replicas > 1 ? BuildReplicated(config, shape.replicas).graph
+                            : BuildSingleModel(config);
 }
 
 runtime::MeasurementOptions MeasurementOptionsFor(const config::Config& config) {
@@ -165,4 +182,4 @@ std::vector<std::string> CostModelNotes(const config::Config& config, const sim:
       profile_command)};
 }
 
-}  // namespace placer::cli
+}  // namespace placer::setup

@@ -1,13 +1,13 @@
-#include "cli/report_pictures.h"
+#include "placer/setup/report_pictures.h"
 
 #include <algorithm>
 
-#include "cli/model_factory.h"
+#include "placer/setup/model_factory.h"
 #include "runtime/measured_evaluator.h"
 #include "runtime/sim/simulated_evaluator.h"
 #include "runtime/trace.h"
 
-namespace placer::cli {
+namespace placer::setup {
 namespace {
 
 // The groups in the model's order (each by its first op's topological position), each with the
@@ -93,4 +93,4 @@ search::PlacementPicture PictureOf(const SearchSetup& setup, const std::string& 
   return picture;
 }
 
-}  // namespace placer::cli
+}  // namespace placer::setup

@@ -1,4 +1,4 @@
-#include "cli/verdict.h"
+#include "placer/setup/verdict.h"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@
 #include <set>
 #include <sstream>
 
-namespace placer::cli {
+namespace placer::setup {
 
 References FindReferences(const std::vector<search::Role>& roles,
                           const search::SideBySideVerdict& verdict) {
@@ -107,4 +107,4 @@ std::string DescribeAnswer(const std::vector<std::string>& methods,
   return out.str();
 }
 
-}  // namespace placer::cli
+}  // namespace placer::setup

@@ -5,10 +5,10 @@
 #include <filesystem>
 #include <string>
 
-#include "cli/search_setup.h"
 #include "placer/report_svg.h"
+#include "placer/setup/search_setup.h"
 
-namespace placer::cli {
+namespace placer::setup {
 
 // The picture of `candidate`, shown as `method`. Its schedule is the search's simulator's
 // (profiled costs where the config measures) or, where the config measures, the last timed step
@@ -20,4 +20,4 @@ search::PlacementPicture PictureOf(const SearchSetup& setup, const std::string& 
                                    const std::filesystem::path& directory,
                                    const std::string& file_stem);
 
-}  // namespace placer::cli
+}  // namespace placer::setup

@@ -14,7 +14,7 @@
 #include "runtime/measured_evaluator.h"
 #include "runtime/sim/cost_model.h"
 
-namespace placer::cli {
+namespace placer::setup {
 
 // Builds and validates the configured model. Throws config::ConfigError (pointing at
 // model.builtin) for unknown models and graph::GraphError for inconsistent sizes.
@@ -29,6 +29,20 @@ graph::Graph BuildSingleModel(const config::Config& config);
 graph::DataParallelGraph BuildDataParallelOver(const config::Config& config,
                                                const std::vector<std::string>& replicas);
 graph::DataParallelGraph BuildReplicated(const config::Config& config, int replicas);
+
+// The shape of a training step: R replicas on even shards of the batch, or one replica in M
+// micro-batches (both above 1 is not a step placer builds yet).
+struct StepShape {
+  int replicas = 1;
+  int micro_batches = 1;
+  auto operator<=>(const StepShape&) const = default;
+};
+
+// The configured model's training step in `shape`, as the search's action space builds it
+// (search::BuildReplicatedModels, search::AddMicroBatchedModels): what `evaluate` runs for a
+// placement file and `placer worker` for a task. Throws graph::GraphError for a shape the model
+// cannot be built in (naming the batch), InputError for replicas and micro-batches together.
+graph::Graph BuildStep(const config::Config& config, StepShape shape);
 
 // Whether the configured model can be built with `batch` rows (as one data-parallel shard or
 // replica): nullopt when it can, otherwise why not. Built-in models take any batch; an ONNX
@@ -64,4 +78,4 @@ std::vector<std::string> CostModelNotes(const config::Config& config, const sim:
                                         const graph::Graph& graph, const graph::DeviceSet& devices,
                                         const std::string& config_path, bool data_parallel);
 
-}  // namespace placer::cli
+}  // namespace placer::setup

@@ -1,18 +1,18 @@
-#include "cli/pipeline_row.h"
+#include "placer/setup/pipeline_row.h"
 
 #include <fmt/format.h>
 
 #include <exception>
 #include <optional>
 
-#include "cli/model_factory.h"
 #include "graph/micro_batches.h"
 #include "placer/baselines/pipeline.h"
 #include "placer/baselines/problem.h"
+#include "placer/setup/model_factory.h"
 #include "runtime/sim/simulator.h"
 #include "runtime/trace.h"
 
-namespace placer::cli {
+namespace placer::setup {
 
 PipelineRow PipelineRowFor(const SearchSetup& setup, const std::filesystem::path& directory) {
   const config::Config& config = setup.config;
@@ -106,4 +106,4 @@ PipelineRow PipelineRowFor(const SearchSetup& setup, const std::filesystem::path
   return out;
 }
 
-}  // namespace placer::cli
+}  // namespace placer::setup

@@ -27,7 +27,7 @@ namespace placer::cluster {
 class WorkerPool;
 }
 
-namespace placer::cli {
+namespace placer::setup {
 
 // A placement some method proposes, as a candidate of the search's action space, or the reason
 // it has none.
@@ -120,4 +120,4 @@ std::unique_ptr<search::RunLock> LockOutputDirectory(const std::filesystem::path
 // "2 replicas (128/128)" or "1 replica".
 std::string DescribeReplicas(const search::ReplicatedModel& model);
 
-}  // namespace placer::cli
+}  // namespace placer::setup

@@ -1,0 +1,59 @@
+#include "placer/setup/worker_evaluators.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "placer/setup/devices.h"
+#include "placer/setup/input_error.h"
+#include "runtime/measured_evaluator.h"
+#include "runtime/sim/simulated_evaluator.h"
+
+namespace placer::setup {
+
+WorkerEvaluators::WorkerEvaluators(config::Config config)
+    : config_(std::move(config)),
+      devices_(ResolveDevices(config_)),
+      names_(graph::DeviceNames(devices_)) {}
+
+graph::EvaluationResult WorkerEvaluators::Evaluate(const proto::EvaluationTask& task) {
+  if (task.placement.devices != names_) {
+    throw InputError(fmt::format("the placement's devices differ from this worker's ({})",
+                                 fmt::join(names_, ", ")));
+  }
+  const StepShape shape{task.replicas, task.placement.micro_batches};
+  const graph::Graph& graph = Step(shape);
+  if (task.placement.device_of_op.size() != static_cast<size_t>(graph.num_ops())) {
+    throw InputError(fmt::format(
+        "the placement has {} ops, this worker's model with {} replicas and {} micro-batches "
+        "{}: do the search and the worker run the same placer?",
+        task.placement.device_of_op.size(), shape.replicas, shape.micro_batches, graph.num_ops()));
+  }
+  return EvaluatorFor(task.kind, shape).Evaluate(task.placement);
+}
+
+const graph::Graph& WorkerEvaluators::Step(StepShape shape) {
+  auto it = steps_.find(shape);
+  if (it == steps_.end()) {
+    it = steps_.emplace(shape, std::make_unique<graph::Graph>(BuildStep(config_, shape))).first;
+  }
+  return *it->second;
+}
+
+graph::Evaluator& WorkerEvaluators::EvaluatorFor(const std::string& kind, StepShape shape) {
+  const auto key = std::make_pair(kind, shape);
+  auto it = evaluators_.find(key);
+  if (it != evaluators_.end()) return *it->second;
+  std::unique_ptr<graph::Evaluator> evaluator;
+  if (kind == "measured") {
+    evaluator = std::make_unique<runtime::MeasuredEvaluator>(Step(shape), devices_,
+                                                             MeasurementOptionsFor(config_));
+  } else if (kind == "simulated") {
+    if (!costs_) costs_ = CostModelFor(config_);
+    evaluator = std::make_unique<sim::SimulatedEvaluator>(Step(shape), devices_, *costs_);
+  } else {
+    throw InputError(fmt::format("unknown evaluator '{}'", kind));
+  }
+  return *evaluators_.emplace(key, std::move(evaluator)).first->second;
+}
+
+}  // namespace placer::setup
