@@ -18,6 +18,7 @@
 #include "placer/setup/search_setup.h"
 #include "placer/setup/verdict.h"
 #include "placer/verifier.h"
+#include "runtime/process_memory.h"
 
 namespace placer::cli {
 namespace {
@@ -275,7 +276,8 @@ int RunCompareCommand(const Commands& c) {
   if (const std::string cluster = setup::DescribeCluster(*setup); !cluster.empty()) {
     std::cout << '\n' << cluster << '\n';
   }
-  std::cout << "\nwritten: " << (config.output.directory / "report.md").string() << ", "
+  std::cout << '\n' << runtime::DescribePeakMemory() << '\n';
+  std::cout << "written: " << (config.output.directory / "report.md").string() << ", "
             << (config.output.directory / "report.html").string() << ", "
             << (config.output.directory / "report.json").string() << '\n';
   return kExitOk;

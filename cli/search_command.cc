@@ -16,6 +16,7 @@
 #include "placer/setup/search_setup.h"
 #include "placer/setup/verdict.h"
 #include "placer/verifier.h"
+#include "runtime/process_memory.h"
 
 namespace placer::cli {
 namespace {
@@ -234,7 +235,8 @@ int RunSearchCommand(const Commands& c) {
   if (const std::string cluster = setup::DescribeCluster(*setup); !cluster.empty()) {
     std::cout << '\n' << cluster << '\n';
   }
-  std::cout << "\nwritten: " << (config.output.directory / "summary.md").string() << ", "
+  std::cout << '\n' << runtime::DescribePeakMemory() << '\n';
+  std::cout << "written: " << (config.output.directory / "summary.md").string() << ", "
             << (config.output.directory / "best_placement.yaml").string() << '\n';
   return kExitOk;
 }

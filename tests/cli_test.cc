@@ -75,6 +75,9 @@ TEST(CliTest, SimulatedSearchWritesItsOutputsAndRefusesToOverwriteThem) {
   EXPECT_THAT(r.output, ::testing::ContainsRegex("\nanswer: [^\n]*1 round\\)"));
   EXPECT_THAT(r.output, ::testing::ContainsRegex(
                             "\nanswer vs data parallelism: [0-9.]+: (faster|tied|slower)\n"));
+  // The run's own footprint, for a user planning a large model: LeNet's search stays well under
+  // a gigabyte (and a resident process holds at least a megabyte).
+  EXPECT_THAT(r.output, ::testing::ContainsRegex("\npeak memory: [0-9]+ MB resident"));
   for (const char* file : {"best_placement.yaml", "best_placement.pb", "best_placement.pbtxt",
                            "search.csv", "summary.md", "checkpoint.pt"}) {
     EXPECT_TRUE(std::filesystem::exists(dir / file)) << file;
@@ -135,6 +138,7 @@ TEST(CliTest, CompareEvaluatesEveryMethodAndWritesTheReports) {
                              std::filesystem::copy_options::overwrite_existing);
   Result r = RunPlacer("compare --config " + config);
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, ::testing::ContainsRegex("\npeak memory: [0-9]+ MB resident"));
   for (const char* method :
        {"single device cuda:0", "data parallel", "expert (lenet.yaml)", "m-TOPO", "m-ETF", "m-SCT",
         "HEFT", "METIS", "Scotch", "learned (", "random search (", "lower bound"}) {
