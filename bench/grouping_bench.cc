@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "bench/timing.h"
+#include "graph/group_features.h"
 #include "graph/grouping.h"
 #include "graph/models.h"
 #include "graph/ops.h"

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <random>
 
+#include "graph/group_features.h"
 #include "graph/grouping.h"
 #include "graph/models.h"
 #include "placer/learner.h"

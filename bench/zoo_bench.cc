@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "bench/timing.h"
+#include "graph/group_features.h"
 #include "graph/grouping.h"
 #include "graph/models.h"
 #include "graph/onnx_loader.h"

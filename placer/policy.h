@@ -35,6 +35,7 @@
 #include <optional>
 #include <vector>
 
+#include "graph/group_features.h"
 #include "graph/grouping.h"
 #include "placer/action_space.h"
 

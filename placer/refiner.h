@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/group_features.h"
 #include "graph/grouping.h"
 #include "placer/action_space.h"
 

@@ -13,6 +13,7 @@
 
 #include "graph/device.h"
 #include "graph/evaluator.h"
+#include "graph/group_features.h"
 #include "graph/grouping.h"
 #include "placer/action_space.h"
 #include "placer/candidate_evaluator.h"

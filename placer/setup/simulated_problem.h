@@ -9,6 +9,7 @@
 
 #include "graph/data_parallel.h"
 #include "graph/device.h"
+#include "graph/group_features.h"
 #include "graph/grouping.h"
 #include "placer/candidate_evaluator.h"
 #include "placer/search.h"
