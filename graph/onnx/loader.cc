@@ -4,10 +4,6 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "graph/ops.h"
 #include "graph/training_step.h"
@@ -17,197 +13,12 @@ namespace placer::graph::onnx {
 
 namespace pb = ::placer::onnxpb;
 
-namespace {
-
-// float16 and bfloat16 bit patterns to float.
-float HalfToFloat(uint16_t h) {
-  const uint32_t sign = (h & 0x8000u) << 16, exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
-  uint32_t bits;
-  if (exponent == 0) {
-    if (mantissa == 0) {
-      bits = sign;
-    } else {  // subnormal: normalise
-      int e = -1;
-      uint32_t m = mantissa;
-      do {
-        ++e;
-        m <<= 1;
-      } while ((m & 0x400u) == 0);
-      bits = sign | static_cast<uint32_t>(127 - 15 - e) << 23 | (m & 0x3ffu) << 13;
-    }
-  } else if (exponent == 0x1f) {
-    bits = sign | 0x7f800000u | mantissa << 13;
-  } else {
-    bits = sign | (exponent + 127 - 15) << 23 | mantissa << 13;
-  }
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
-float Bfloat16ToFloat(uint16_t b) {
-  const uint32_t bits = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
-template <typename T>
-std::vector<T> RawValues(const std::string& raw, int64_t count, const std::string& name) {
-  if (raw.size() % sizeof(T) != 0 || static_cast<uint64_t>(count) != raw.size() / sizeof(T)) {
-    throw GraphError(fmt::format("tensor '{}' holds {} bytes of data, its {} elements need {} each",
-                                 name, raw.size(), count, sizeof(T)));
-  }
-  std::vector<T> values(static_cast<size_t>(count));
-  if (count > 0) std::memcpy(values.data(), raw.data(), raw.size());  // little-endian, as ONNX
-  return values;
-}
-
-}  // namespace
-
-// A TensorProto to a Known value. Data may be missing (a stripped weight): has_data is then false.
-Known FromTensorProto(const pb::TensorProto& t, const std::string& name) {
-  if (t.data_location() == pb::TensorProto_DataLocation_EXTERNAL) {
-    throw GraphError(
-        fmt::format("tensor '{}' keeps its data in an external file, which is not "
-                    "supported (export with external_data=False)",
-                    name));
-  }
-  const int type = t.data_type();
-  if (!IsFloatType(type) && !IsIntType(type)) {
-    throw GraphError(fmt::format("tensor '{}' has element type {}; only numbers are supported",
-                                 name, TypeName(type)));
-  }
-  Known k;
-  k.type = type;
-  k.name = name;
-  for (int64_t d : t.dims()) {
-    if (d < 0) throw GraphError(fmt::format("tensor '{}' has a negative extent", name));
-    k.shape.push_back(d);
-  }
-  const int64_t n = NumElements(k.shape);
-  auto check = [&](int64_t held) {
-    if (held != n) {
-      throw GraphError(fmt::format("tensor '{}' holds {} values, its shape {} needs {}", name, held,
-                                   ToString(k.shape), n));
-    }
-  };
-  const bool raw = t.has_raw_data();
-  const int typed = t.float_data_size() + t.int32_data_size() + t.int64_data_size() +
-                    t.double_data_size() + t.uint64_data_size();
-  if (n > 0 && !raw && typed == 0) {
-    k.has_data = false;
-    return k;
-  }
-  const std::string& bytes = t.raw_data();
-  switch (type) {
-    case kFloat:
-      if (raw) {
-        for (float v : RawValues<float>(bytes, n, name)) k.f.push_back(v);
-      } else {
-        check(t.float_data_size());
-        k.f.assign(t.float_data().begin(), t.float_data().end());
-      }
-      break;
-    case kDouble:
-      if (raw) {
-        k.f = RawValues<double>(bytes, n, name);
-      } else {
-        check(t.double_data_size());
-        k.f.assign(t.double_data().begin(), t.double_data().end());
-      }
-      break;
-    case kFloat16:
-    case kBfloat16: {
-      auto convert = type == kFloat16 ? HalfToFloat : Bfloat16ToFloat;
-      if (raw) {
-        for (uint16_t v : RawValues<uint16_t>(bytes, n, name)) k.f.push_back(convert(v));
-      } else {
-        check(t.int32_data_size());
-        for (int32_t v : t.int32_data()) k.f.push_back(convert(static_cast<uint16_t>(v)));
-      }
-      break;
-    }
-    case kInt64:
-      if (raw) {
-        k.i = RawValues<int64_t>(bytes, n, name);
-      } else {
-        check(t.int64_data_size());
-        k.i.assign(t.int64_data().begin(), t.int64_data().end());
-      }
-      break;
-    case pb::TensorProto_DataType_UINT32:
-    case pb::TensorProto_DataType_UINT64:
-      if (raw && type == pb::TensorProto_DataType_UINT32) {
-        for (uint32_t v : RawValues<uint32_t>(bytes, n, name)) k.i.push_back(v);
-      } else if (raw) {
-        for (uint64_t v : RawValues<uint64_t>(bytes, n, name))
-          k.i.push_back(static_cast<int64_t>(v));
-      } else {
-        check(t.uint64_data_size());
-        for (uint64_t v : t.uint64_data()) k.i.push_back(static_cast<int64_t>(v));
-      }
-      break;
-    default:  // int32, int16, int8, uint16, uint8, bool: int32_data, or raw bytes of their size
-      if (raw) {
-        switch (type) {
-          case pb::TensorProto_DataType_INT32:
-            for (int32_t v : RawValues<int32_t>(bytes, n, name)) k.i.push_back(v);
-            break;
-          case pb::TensorProto_DataType_INT16:
-            for (int16_t v : RawValues<int16_t>(bytes, n, name)) k.i.push_back(v);
-            break;
-          case pb::TensorProto_DataType_UINT16:
-            for (uint16_t v : RawValues<uint16_t>(bytes, n, name)) k.i.push_back(v);
-            break;
-          case pb::TensorProto_DataType_INT8:
-            for (int8_t v : RawValues<int8_t>(bytes, n, name)) k.i.push_back(v);
-            break;
-          default:  // uint8, bool
-            for (uint8_t v : RawValues<uint8_t>(bytes, n, name)) k.i.push_back(v);
-            break;
-        }
-      } else {
-        check(t.int32_data_size());
-        k.i.assign(t.int32_data().begin(), t.int32_data().end());
-      }
-      break;
-  }
-  return k;
-}
-
-std::string ReadFile(const std::filesystem::path& file) {
-  std::error_code error;
-  if (std::filesystem::is_directory(file, error)) {
-    throw GraphError(fmt::format("{}: cannot read: it is a directory", file.string()));
-  }
-  std::ifstream in(file, std::ios::binary);
-  if (!in) {
-    throw GraphError(fmt::format("{}: cannot read: {}", file.string(), std::strerror(errno)));
-  }
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  if (in.bad()) throw GraphError(fmt::format("{}: cannot read", file.string()));
-  return bytes.str();
-}
-
-pb::ModelProto ParseModel(const std::filesystem::path& file) {
-  const std::string bytes = ReadFile(file);
-  pb::ModelProto model;
-  if (bytes.empty() || !model.ParseFromString(bytes) || !model.has_graph()) {
-    throw GraphError(fmt::format(
-        "{}: not an ONNX model: the file is {}", file.string(),
-        bytes.empty() ? "empty"
-                      : "truncated, corrupt or of another format (protobuf parse failed)"));
-  }
-  return model;
-}
-
 const OpTable& Ops() {
   static const OpTable* table = [] {
     auto* ops = new OpTable;
     AddElementwiseOps(*ops);
     AddTensorOps(*ops);
+    AddLayoutOps(*ops);
     AddConstantOps(*ops);
     AddReduceOps(*ops);
     AddNnOps(*ops);
@@ -312,56 +123,6 @@ std::vector<int64_t> Loader::KnownInts(size_t k, const char* what) const {
 bool Loader::OutputLive(size_t k) const {
   return k < static_cast<size_t>(node_->output_size()) && !OutputName(k).empty() &&
          live_values_.count(OutputName(k)) != 0;
-}
-
-const pb::AttributeProto* Loader::Attr(const std::string& name) const {
-  for (const pb::AttributeProto& a : node_->attribute()) {
-    if (a.name() == name) return &a;
-  }
-  return nullptr;
-}
-
-int64_t Loader::AttrInt(const std::string& name, int64_t fallback) const {
-  const pb::AttributeProto* a = Attr(name);
-  return a ? a->i() : fallback;
-}
-
-double Loader::AttrFloat(const std::string& name, double fallback) const {
-  const pb::AttributeProto* a = Attr(name);
-  return a ? static_cast<double>(a->f()) : fallback;
-}
-
-std::string Loader::AttrString(const std::string& name, const std::string& fallback) const {
-  const pb::AttributeProto* a = Attr(name);
-  return a ? a->s() : fallback;
-}
-
-std::optional<std::vector<int64_t>> Loader::AttrInts(const std::string& name) const {
-  const pb::AttributeProto* a = Attr(name);
-  if (!a) return std::nullopt;
-  return std::vector<int64_t>(a->ints().begin(), a->ints().end());
-}
-
-std::optional<std::vector<double>> Loader::AttrFloats(const std::string& name) const {
-  const pb::AttributeProto* a = Attr(name);
-  if (!a) return std::nullopt;
-  return std::vector<double>(a->floats().begin(), a->floats().end());
-}
-
-std::optional<std::vector<std::string>> Loader::AttrStrings(const std::string& name) const {
-  const pb::AttributeProto* a = Attr(name);
-  if (!a) return std::nullopt;
-  return std::vector<std::string>(a->strings().begin(), a->strings().end());
-}
-
-std::optional<Known> Loader::AttrTensor(const std::string& name) const {
-  const pb::AttributeProto* a = Attr(name);
-  if (!a) return std::nullopt;
-  return FromTensorProto(a->t(), name);
-}
-
-[[noreturn]] void Loader::Unsupported(const std::string& what) const {
-  throw GraphError(fmt::format("not supported: {}", what));
 }
 
 std::string Loader::UniqueOpName(const std::string& base) {

@@ -47,6 +47,7 @@ using OpTable = std::unordered_map<std::string, OpEntry>;
 // One per family file.
 void AddElementwiseOps(OpTable& table);
 void AddTensorOps(OpTable& table);
+void AddLayoutOps(OpTable& table);
 void AddConstantOps(OpTable& table);
 void AddReduceOps(OpTable& table);
 void AddNnOps(OpTable& table);
