@@ -113,6 +113,8 @@ def apply(model, placement, device_map=None):
         raise TypeError(f"apply needs a torch.nn.Module, got {type(model).__name__}")
     if not isinstance(placement, PlacementFile):
         placement = read_placement_file(placement)
+    if placement.micro_batches > 1:
+        raise PlacementError(f"{placement.path}: 'micro_batches': pipelines do not run yet")
     modules = dict(model.named_modules())
     plans = [plan_replica(ops, modules, placement.path, k) for k, ops in enumerate(placement.ops)]
     torch_devices = _torch_devices(placement, device_map)
