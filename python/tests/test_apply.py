@@ -62,10 +62,10 @@ class ApplyTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.TemporaryDirectory()
-        onnx = os.path.join(cls.dir.name, "net.onnx")
+        cls.onnx = os.path.join(cls.dir.name, "net.onnx")
         torch.manual_seed(0)
-        export(Net(), onnx, torch.randn(2, 3, 12, 12))
-        cls.searched = search(onnx, cls.dir.name, BATCH)
+        export(Net(), cls.onnx, torch.randn(2, 3, 12, 12))
+        cls.searched = search(cls.onnx, cls.dir.name, BATCH)
         cls.ops = base_ops(cls.searched)
 
     @classmethod
@@ -93,6 +93,10 @@ class ApplyTest(unittest.TestCase):
         self.assertIn("/block1/relu_1/Relu", self.ops)
         self.assertIn("/Concat", self.ops)
         self.assertIn("loss", self.ops)
+
+    def test_the_export_names_its_ops_as_placer_does(self):
+        # What PipelineTest builds its files from, without placer.
+        self.assertEqual(export_ops(self.onnx), self.ops)
 
     def test_the_searched_placement_gives_the_unplaced_step(self):
         model = Net()
