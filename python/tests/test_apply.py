@@ -396,6 +396,27 @@ class PipelineTest(unittest.TestCase):
         self.assertEqual(self.ran(self.pipeline(3, "gpipe")), expected)
         self.assertEqual(self.ran(self.pipeline(3)), expected)
 
+    def test_step_runs_a_file_without_micro_batches_as_one(self):
+        # One pass each way, the plain step's loss and gradients; replicas too (M = 1), each on
+        # its shard and worker, replica 1's logits coming to replica 0's loss.
+        cases = {1: {("host", "cpu:0"): 1},
+                 2: {("host", "cpu:0"): 1, ("host", "cpu:1"): 1, ("cpu:1", "cpu:0"): 1}}
+        for replicas, transfers in cases.items():
+            with self.subTest(replicas=replicas):
+                path = write_placement(os.path.join(self.dir.name, "plain.yaml"), self.ops,
+                                       lambda op, k: f"cpu:{k}", replicas=replicas)
+                model = Net()
+                reference = copy.deepcopy(model)
+                placed = placer_torch.apply(model, path)
+                loss = placed.step(self.images, self.labels, F.cross_entropy)
+                self.assertEqual(placed.order, [("F", 0), ("B", 0)])
+                self.assertEqual(placed.transfers, transfers)
+                ref_loss = F.cross_entropy(reference(self.images), self.labels)
+                ref_loss.backward()
+                torch.testing.assert_close(loss, ref_loss.detach(), rtol=1e-5, atol=1e-6)
+                for p, r in zip(model.parameters(), reference.parameters()):
+                    torch.testing.assert_close(p.grad, r.grad, rtol=1e-5, atol=1e-6)
+
     def test_a_micro_batch_count_that_does_not_divide_the_batch_is_an_error(self):
         path = self.pipeline(4, "1f1b", name="four.yaml")
         placed = placer_torch.apply(Net(), path)
