@@ -224,9 +224,11 @@ class PlacedModel(torch.nn.Module):
         `inputs`: the model's input, or a tuple of them; `target`: what `loss_fn(output, target)`
         compares the output with, row by row. `loss_fn` must average over the rows (PyTorch's
         losses do by default): each micro-batch's loss is divided by M before its backward pass,
-        as placer normalises each micro-batch's loss by the whole minibatch, so that the
+        as placer normalises each micro-batch's loss by the whole minibatch (and
+        torch.distributed.pipelining's scale_grads divides the gradients after), so that the
         gradients adding up in the parameters' .grad are the minibatch's. Zero them before and
-        call optimizer.step() after, as around loss.backward()."""
+        call optimizer.step() after, as around loss.backward(). (torch.distributed.pipelining
+        itself needs a process group per stage; this runs in the caller's one process.)"""
         inputs = inputs if isinstance(inputs, tuple) else (inputs,)
         self.order = []
         if self.micro_batches == 1:
