@@ -87,6 +87,17 @@ def search(onnx, directory, batch, seconds=4, replicas=(1, 2)):
     return os.path.join(directory, "run", "best_placement.yaml")
 
 
+def evaluate(directory, placement):
+    """`placer evaluate` of `placement` under the config `search` wrote in `directory`: its
+    report (the step, and the copies per channel)."""
+    result = subprocess.run([placer_binary(), "evaluate", "--config",
+                             os.path.join(directory, "search.yaml"), "--placement", placement],
+                            capture_output=True, text=True, timeout=300)
+    if result.returncode != 0:
+        raise RuntimeError(f"placer evaluate failed:\n{result.stdout}\n{result.stderr}")
+    return result.stdout
+
+
 def base_ops(path):
     """The op names of a placement file, replica prefixes removed, in file order."""
     with open(path) as f:

@@ -15,7 +15,7 @@ import yaml
 
 import placer_torch
 from placer_torch import PlacementError
-from support import Net, base_ops, export, export_ops, search, write_placement
+from support import Net, base_ops, evaluate, export, export_ops, search, write_placement
 
 BATCH = 6
 
@@ -97,6 +97,20 @@ class ApplyTest(unittest.TestCase):
     def test_the_export_names_its_ops_as_placer_does(self):
         # What PipelineTest builds its files from, without placer.
         self.assertEqual(export_ops(self.onnx), self.ops)
+
+    def test_placer_runs_the_pipelines_placer_torch_runs(self):
+        # A pipelined file as PipelineTest writes them: placer's executor reads it as three
+        # micro-batches under 1F1B and copies each micro-batch's activation from cpu:0 to cpu:1
+        # once, as placer_torch does.
+        path = write_placement(os.path.join(self.dir.name, "pipe.yaml"), self.ops,
+                               lambda op, k: "cpu:0" if op.startswith(("/stem/", "/block1/"))
+                               else "cpu:1", micro_batches=3, schedule="1f1b")
+        report = evaluate(self.dir.name, path)
+        self.assertIn("(3 micro-batches of 2 rows, 1f1b)", report)
+        self.assertRegex(report, r"cpu:0 -> cpu:1 +3 ")
+        placed = placer_torch.apply(Net(), path)
+        placed.step(self.images, self.labels, F.cross_entropy)
+        self.assertEqual(placed.transfers[("cpu:0", "cpu:1")], 3)
 
     def test_the_searched_placement_gives_the_unplaced_step(self):
         model = Net()
