@@ -11,15 +11,20 @@
 `model` is the torch.nn.Module that was exported with torch.onnx.export for placer (model.onnx of
 the config); apply places it as the file says and returns it wrapped in a PlacedModel (the module
 itself is `.module`, as with DDP). See placed_model.py for what runs where.
+
+A pipelined file (`micro_batches: M`) runs the same loop, one micro-batch after another; to run
+their forward and backward passes in the file's schedule (GPipe or 1F1B), replace the forward,
+loss and backward by `loss = model.step(images, labels, torch.nn.functional.cross_entropy)`.
 """
 
 import torch
 
 from .module_map import plan_replica
-from .placed_model import PlacedModel, even_shards, torch_device
+from .placed_model import PlacedModel, even_shards, pipeline_order, torch_device
 from .placement_file import PlacementError, PlacementFile, read_placement_file
 
-__all__ = ["apply", "PlacedModel", "PlacementError", "read_placement_file", "even_shards"]
+__all__ = ["apply", "PlacedModel", "PlacementError", "read_placement_file", "even_shards",
+           "pipeline_order"]
 
 
 def _torch_devices(placement, device_map):
@@ -83,6 +88,20 @@ def _check_shared(model, devices, where):
                     f"({devices.get(name)}) share a parameter but are placed apart")
 
 
+def _check_one_copy(model, devices, first, where):
+    """A pipeline's micro-batches read and update one copy of each parameter and buffer (placer
+    places every micro-batch's copy of an op together): micro-batch k must keep each module's
+    state where micro-batch 0 does."""
+    for name, module in model.named_modules():
+        if any(True for _ in module.parameters(recurse=False)) or any(
+                True for _ in module.buffers(recurse=False)):
+            if devices.get(name) != first.get(name):
+                raise PlacementError(
+                    f"{where}: module '{name or 'the model'}' keeps its parameters on "
+                    f"{devices.get(name)}, but on {first.get(name)} in micro-batch 0; the "
+                    "micro-batches of a pipeline share one copy of them")
+
+
 def _move_state(model, devices, torch_devices):
     with torch.no_grad():
         for name, module in model.named_modules():
@@ -114,13 +133,14 @@ def apply(model, placement, device_map=None):
     if not isinstance(placement, PlacementFile):
         placement = read_placement_file(placement)
     modules = dict(model.named_modules())
-    plans = [plan_replica(ops, modules, placement.path, k) for k, ops in enumerate(placement.ops)]
+    plans = [plan_replica(ops, modules, placement.where(k)) for k, ops in enumerate(placement.ops)]
     torch_devices = _torch_devices(placement, device_map)
     module_devices = []
     for k, plan in enumerate(plans):
-        where = placement.path + (f" (replica {k})" if k else "")
-        devices = _state_devices(model, plan, placement.default, where)
-        _check_shared(model, devices, where)
+        devices = _state_devices(model, plan, placement.default, placement.where(k))
+        _check_shared(model, devices, placement.where(k))
+        if placement.micro_batches > 1 and k:
+            _check_one_copy(model, devices, module_devices[0], placement.where(k))
         module_devices.append(devices)
     _move_state(model, module_devices[0], torch_devices)
     return PlacedModel(model, placement, plans, torch_devices, module_devices)

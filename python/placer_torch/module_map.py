@@ -90,7 +90,7 @@ def describe_scope(scope):
 
 @dataclass
 class ReplicaPlan:
-    """Where one replica of the model runs."""
+    """Where one replica of the model, or one micro-batch of a pipeline, runs."""
 
     # scope -> the device of the ops of that call of that module (its own code).
     own: dict = field(default_factory=dict)
@@ -100,12 +100,11 @@ class ReplicaPlan:
     loss: str = None  # the device of the loss placer attached; None when the file has none
 
 
-def plan_replica(ops, modules, path, replica):
-    """Maps every op of one replica (op name -> device) to its scope; raises PlacementError
-    naming an op no module explains or a call of a module whose own ops sit on several
-    devices."""
+def plan_replica(ops, modules, where):
+    """Maps every op of one replica or micro-batch (op name -> device) to its scope; raises
+    PlacementError, its message starting with `where` (the file and part), naming an op no module
+    explains or a call of a module whose own ops sit on several devices."""
     plan = ReplicaPlan()
-    where = f"{path}" + (f" (replica {replica})" if replica else "")
     devices_of = {}  # scope -> {device: [ops]}
     unmapped = []
     for op, device in ops.items():

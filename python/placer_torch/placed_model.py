@@ -14,6 +14,14 @@ parameters (copied to its devices with autograd, so that their gradients add up 
 parameters, as DDP's all-reduce does) and its own copy of the buffers, replica 0's being the
 module's own (DDP broadcasts rank 0's). The outputs are concatenated on the first replica's loss
 device: a loss averaged over the whole minibatch then gives placer's gradients.
+
+With `micro_batches: M` (a pipeline) the minibatch is cut into M equal micro-batches, micro-batch
+k run on the devices the file gives it, all of them reading and updating the module's one copy of
+the parameters and buffers (BatchNorm normalises each micro-batch, as in placer's micro-batched
+step). A plain call runs them one after the other and concatenates the outputs on the loss
+device; `step` runs the forward and backward passes in the file's schedule (pipeline_order), one
+at a time in this one process: the order bounds the activations held (1F1B), it does not overlap
+the stages.
 """
 
 import collections
@@ -65,6 +73,30 @@ def even_shards(batch, replicas):
     return [base + (1 if k >= replicas - extra else 0) for k in range(replicas)]
 
 
+def _rows(tree):
+    """The rows of the first tensor of `tree` that has any (the minibatch's); None for none."""
+    for x in tree_flatten(tree)[0]:
+        if isinstance(x, torch.Tensor) and x.dim() > 0:
+            return x.shape[0]
+    return None
+
+
+def pipeline_order(schedule, micro_batches, stages):
+    """The forward ("F", k) and backward ("B", k) passes of one pipelined step, in the order
+    placer's first stage runs them (graph/pipeline.h), which is the order that bounds a
+    single-process run too. GPipe: every forward, then every backward. 1F1B (PipeDream-flush, as
+    torch.distributed.pipelining's Schedule1F1B for stage 0): at most `stages` micro-batches
+    between their forward and their backward, so `stages` forwards to warm up, then one backward
+    and one forward in turn, then the backwards left."""
+    if schedule == "gpipe":
+        return [("F", k) for k in range(micro_batches)] + [("B", k) for k in range(micro_batches)]
+    warm_up = min(stages, micro_batches)
+    order = [("F", k) for k in range(warm_up)]
+    for k in range(warm_up, micro_batches):
+        order += [("B", k - warm_up), ("F", k)]
+    return order + [("B", k) for k in range(micro_batches - warm_up, micro_batches)]
+
+
 class _Frame:
     __slots__ = ("module", "scope", "device", "calls")
 
@@ -114,17 +146,20 @@ class PlacedModel(torch.nn.Module):
         super().__init__()
         self.module = module
         self.placement = placement  # the PlacementFile
-        self._plans = plans
+        self._plans = plans  # per replica, or per micro-batch
         self._torch = torch_devices  # placement device -> torch.device
-        # Per replica: module name -> placement device of its parameters and buffers.
+        # Per replica or micro-batch: module name -> placement device of its parameters and
+        # buffers.
         self._module_devices = module_devices
         self._names = {id(m): name for name, m in module.named_modules()}
         self._stack = []
-        self._replica = None  # the replica being run; None outside forward
+        self._part = None  # the replica or micro-batch being run; None outside forward
         self._copies = {}  # (id(tensor), device) -> (tensor, its copy), within one forward
         # Per forward pass: (from, to) placement devices -> tensors moved, as placer counts its
         # transfers per channel ("host" for the minibatch).
         self.transfers = collections.Counter()
+        # The passes the last step ran, in order: [("F", 0), ("F", 1), ("B", 0), ...].
+        self.order = []
         # Buffers are state, not activations: they are where their module is.
         for name, sub in module.named_modules():
             if name in module_devices[0]:
@@ -138,9 +173,19 @@ class PlacedModel(torch.nn.Module):
     def replicas(self):
         return self.placement.replicas
 
+    @property
+    def micro_batches(self):
+        return self.placement.micro_batches
+
+    @property
+    def stages(self):
+        """The pipeline's stage count, as placer counts it: the devices that run ops."""
+        return len({device for ops in self.placement.ops for device in ops.values()})
+
     def device_of(self, module_name, replica=0):
         """The placement device where module `module_name` ("" for the model) keeps its
-        parameters and runs its own ops in replica `replica`; None for a module with neither."""
+        parameters and runs its own ops in replica (or micro-batch) `replica`; None for a module
+        with neither."""
         return self._module_devices[replica].get(module_name)
 
     @property
@@ -160,38 +205,98 @@ class PlacedModel(torch.nn.Module):
 
     def forward(self, *args, **kwargs):
         self.transfers = collections.Counter()
-        if self.replicas == 1:
+        if len(self._plans) == 1:
             return self._run(0, self.module, args, kwargs)
-        leaves, spec = tree_flatten((args, kwargs))
-        batched = [x for x in leaves if isinstance(x, torch.Tensor) and x.dim() > 0]
-        if not batched:
-            raise ValueError("a replicated placement needs a tensor input to split by rows")
-        shards = even_shards(batched[0].shape[0], self.replicas)
-        pieces = [x.split(shards) if isinstance(x, torch.Tensor) and x.dim() > 0
-                  and x.shape[0] == batched[0].shape[0] else None for x in leaves]
         gather = self._plans[0].loss
         outputs = []
-        for k in range(self.replicas):
-            shard_args, shard_kwargs = tree_unflatten(
-                [p[k] if p is not None else x for p, x in zip(pieces, leaves)], spec)
-            state = self._replica_state(k)
-            out = self._run(k, lambda *a, **kw: torch.func.functional_call(
-                self.module, state, a, kw), shard_args, shard_kwargs)
+        for k, (part_args, part_kwargs) in enumerate(self._split((args, kwargs))):
+            out = self._run_part(k, part_args, part_kwargs)
             if gather is None:
                 gather = getattr(tree_flatten(out)[0][0], _TAG, None)
             outputs.append(self._move(out, gather) if gather is not None else out)
-        return tree_map(lambda *xs: torch.cat(xs), *outputs) if len(outputs) > 1 else outputs[0]
+        return tree_map(lambda *xs: torch.cat(xs), *outputs)
 
-    def _run(self, replica, call, args, kwargs):
-        self._replica = replica
+    def step(self, inputs, target, loss_fn):
+        """One training step's forward and backward passes, micro-batch by micro-batch in the
+        order of the file's schedule (pipeline_order; one micro-batch for a file without);
+        returns the minibatch's loss, detached. Records the passes it ran in `self.order`.
+
+        `inputs`: the model's input, or a tuple of them; `target`: what `loss_fn(output, target)`
+        compares the output with, row by row. `loss_fn` must average over the rows (PyTorch's
+        losses do by default): each micro-batch's loss is divided by M before its backward pass,
+        as placer normalises each micro-batch's loss by the whole minibatch (and
+        torch.distributed.pipelining's scale_grads divides the gradients after), so that the
+        gradients adding up in the parameters' .grad are the minibatch's. Zero them before and
+        call optimizer.step() after, as around loss.backward(). (torch.distributed.pipelining
+        itself needs a process group per stage; this runs in the caller's one process.)"""
+        inputs = inputs if isinstance(inputs, tuple) else (inputs,)
+        self.order = []
+        if self.micro_batches == 1:
+            parts = [(inputs, target)]
+        else:
+            rows = [_rows(inputs)] + [_rows(x) for x in tree_flatten(target)[0]]
+            if len({n for n in rows if n is not None}) > 1:
+                raise ValueError(f"step: the target has {rows[1]} rows, the inputs {rows[0]}: "
+                                 "it must have one for every row of the inputs")
+            parts = self._split((inputs, target))
+        self.transfers = collections.Counter()
+        losses, total = {}, 0
+        for kind, k in pipeline_order(self.placement.schedule, len(parts), self.stages):
+            if kind == "F":
+                part_inputs, part_target = parts[k]
+                out = self(*part_inputs) if self.micro_batches == 1 else self._run_part(
+                    k, part_inputs, {})
+                device = tree_flatten(out)[0][0].device
+                part_target = tree_map(
+                    lambda x: x.to(device) if isinstance(x, torch.Tensor) else x, part_target)
+                losses[k] = loss_fn(out, part_target) / len(parts)
+            else:
+                loss = losses.pop(k)
+                loss.backward()
+                total = total + loss.detach()
+            self.order.append((kind, k))
+        return total
+
+    def _split(self, tree):
+        """`tree` cut by rows into the parts of the model: replica k's shard (placer's even
+        split), or micro-batch k of M equal ones; a tensor of other rows goes whole to each."""
+        leaves, spec = tree_flatten(tree)
+        rows = _rows(tree)
+        if rows is None:
+            raise ValueError(f"a placement of {len(self._plans)} replicas or micro-batches needs "
+                             "a tensor input to split by rows")
+        if self.micro_batches > 1:
+            if rows % self.micro_batches:
+                raise PlacementError(
+                    f"{self.placement.path}: micro_batches: {self.micro_batches} does not divide "
+                    f"the minibatch of {rows} rows into equal micro-batches")
+            sizes = [rows // self.micro_batches] * self.micro_batches
+        else:
+            sizes = even_shards(rows, self.replicas)
+        pieces = [x.split(sizes) if isinstance(x, torch.Tensor) and x.dim() > 0
+                  and x.shape[0] == rows else None for x in leaves]
+        return [tree_unflatten([p[k] if p is not None else x for p, x in zip(pieces, leaves)],
+                               spec) for k in range(len(sizes))]
+
+    def _run_part(self, k, args, kwargs):
+        """Replica k on its own copies of the parameters and buffers, or micro-batch k on the
+        module's own."""
+        if self.micro_batches > 1:
+            return self._run(k, self.module, args, kwargs)
+        state = self._replica_state(k)
+        return self._run(k, lambda *a, **kw: torch.func.functional_call(
+            self.module, state, a, kw), args, kwargs)
+
+    def _run(self, part, call, args, kwargs):
+        self._part = part
         self._stack.clear()
         try:
             with _OwnCode(self):
                 out = call(*args, **kwargs)
-            loss = self._plans[replica].loss
+            loss = self._plans[part].loss
             return self._move(out, loss) if loss is not None and self.replicas == 1 else out
         finally:
-            self._replica = None
+            self._part = None
             self._stack.clear()
             self._copies.clear()
 
@@ -220,9 +325,9 @@ class PlacedModel(torch.nn.Module):
     # Hooks: which module call is running.
 
     def _enter(self, module, args):
-        if self._replica is None:
+        if self._part is None:
             return None
-        plan = self._plans[self._replica]
+        plan = self._plans[self._part]
         name = self._names.get(id(module))
         parent = self._stack[-1] if self._stack else None
         if name is None:  # a module made during forward: it runs as part of its caller
@@ -243,7 +348,7 @@ class PlacedModel(torch.nn.Module):
                     "runs is not known")
             # A call the file does not list runs where the module's calls ran, else where its
             # state lives (a module whose parameters another module's code reads).
-            device = next(iter(seen), None) or self._module_devices[self._replica].get(name)
+            device = next(iter(seen), None) or self._module_devices[self._part].get(name)
         self._stack.append(_Frame(module, scope, device))
         return None
 

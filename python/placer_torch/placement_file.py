@@ -4,12 +4,15 @@ The file maps every forward op of the training step placer placed to a device:
 
     devices: [cpu:0, cuda:0]
     replicas: 2                  # optional: the model replicated R times, op names "r<k>/<op>"
+    micro_batches: 4             # optional: a pipeline of M micro-batches, op names "m<k>/<op>"
+    schedule: 1f1b               #   and the order they run in: gpipe (the default) or 1f1b
     default: cpu:0               # optional: for what the file does not list
     placement: {/conv1/Conv: cuda:0, /fc/Gemm: cpu:0, loss: cpu:0, ...}
 
 A device is given by name or by its position in `devices`. placer's own files may also hold
 `rules` (name patterns) or `variants`; those need the model's full op list, which only placer
-has, so they are refused here with the reason.
+has, so they are refused here with the reason. So is a file with both replicas and
+micro-batches: placer builds micro-batches with one replica only.
 """
 
 import re
@@ -23,7 +26,11 @@ class PlacementError(ValueError):
     the file, op or module."""
 
 
-_REPLICA_PREFIX = re.compile(r"^r(\d+)/(.*)$", re.DOTALL)
+# The prefix of replica k's ops, and of micro-batch k's (graph::MicroBatchName).
+_PREFIX = {"replicas": re.compile(r"^r(\d+)/(.*)$", re.DOTALL),
+           "micro_batches": re.compile(r"^m(\d+)/(.*)$", re.DOTALL)}
+# graph::ToString(PipelineSchedule).
+SCHEDULES = ("gpipe", "1f1b")
 
 
 @dataclass
@@ -31,9 +38,18 @@ class PlacementFile:
     path: str
     devices: list
     replicas: int = 1
+    micro_batches: int = 1
+    schedule: str = "gpipe"
     default: str = None
-    # Per replica (one entry when replicas == 1): op name without its "r<k>/" prefix -> device.
+    # Per replica, or per micro-batch of a pipeline (one entry for neither): op name without its
+    # "r<k>/" or "m<k>/" prefix -> device.
     ops: list = field(default_factory=list)
+
+    def where(self, k):
+        """The file, and replica or micro-batch k when there are several, for messages."""
+        if self.micro_batches > 1:
+            return f"{self.path} (micro-batch {k})"
+        return self.path + (f" (replica {k})" if k else "")
 
 
 def _device(value, devices, path, where):
@@ -67,8 +83,8 @@ def read_placement_file(path):
                 "have; apply a file that lists every op, such as best_placement.yaml of "
                 "`placer search`")
     # model and step_time_seconds: what `placer search` notes about the placement.
-    unknown = sorted(set(data) - {"devices", "replicas", "default", "placement", "model",
-                                  "step_time_seconds"})
+    unknown = sorted(set(data) - {"devices", "replicas", "micro_batches", "schedule", "default",
+                                  "placement", "model", "step_time_seconds"})
     if unknown:
         raise PlacementError(f"{path}: unknown key '{unknown[0]}'")
     devices = data.get("devices")
@@ -77,32 +93,49 @@ def read_placement_file(path):
         raise PlacementError(f"{path}: 'devices' must be a non-empty list of device names")
     if len(set(devices)) != len(devices):
         raise PlacementError(f"{path}: 'devices' lists a device twice: {devices}")
-    replicas = data.get("replicas", 1)
-    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
-        raise PlacementError(f"{path}: 'replicas' must be an integer >= 1, got {replicas!r}")
+    counts = {}
+    for key in ("replicas", "micro_batches"):
+        count = data.get(key, 1)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise PlacementError(f"{path}: '{key}' must be an integer >= 1, got {count!r}")
+        counts[key] = count
+    replicas, micro_batches = counts["replicas"], counts["micro_batches"]
+    if replicas > 1 and micro_batches > 1:
+        raise PlacementError(
+            f"{path}: 'replicas: {replicas}' with 'micro_batches: {micro_batches}': replicated "
+            "pipelines are not built (placer searches micro-batches with one replica only)")
+    schedule = data.get("schedule", "gpipe")
+    if schedule not in SCHEDULES:
+        raise PlacementError(
+            f"{path}: 'schedule' must be {' or '.join(SCHEDULES)}, got {schedule!r}")
     default = data.get("default")
     if default is not None:
         default = _device(default, devices, path, "default")
     placement = data.get("placement")
     if not isinstance(placement, dict) or not placement:
         raise PlacementError(f"{path}: 'placement' must map op names to devices")
-    ops = [dict() for _ in range(replicas)]
+    # Replicas or micro-batches: one part each, its ops named with its prefix.
+    key, parts = ("micro_batches", micro_batches) if micro_batches > 1 else ("replicas", replicas)
+    part, parts_name, letter = (("micro-batch", "micro-batches", "m") if key == "micro_batches"
+                                else ("replica", "replicas", "r"))
+    ops = [dict() for _ in range(parts)]
     for name, value in placement.items():
         name = str(name)
         device = _device(value, devices, path, f"placement: {name}")
-        replica = 0
-        if replicas > 1:
-            match = _REPLICA_PREFIX.match(name)
-            if match is None or int(match.group(1)) >= replicas:
+        k = 0
+        if parts > 1:
+            match = _PREFIX[key].match(name)
+            if match is None or int(match.group(1)) >= parts:
                 raise PlacementError(
-                    f"{path}: op '{name}' is not named r<replica>/<op> with a replica below "
-                    f"{replicas}, as a file with 'replicas: {replicas}' must")
-            replica, name = int(match.group(1)), match.group(2)
-        ops[replica][name] = device
-    for replica in range(1, replicas):
-        if set(ops[replica]) != set(ops[0]):
-            missing = sorted(set(ops[0]) ^ set(ops[replica]))[0]
+                    f"{path}: op '{name}' is not named {letter}<{part}>/<op> with a {part} "
+                    f"below {parts}, as a file with '{key}: {parts}' must")
+            k, name = int(match.group(1)), match.group(2)
+        ops[k][name] = device
+    for k in range(1, parts):
+        if set(ops[k]) != set(ops[0]):
+            missing = sorted(set(ops[0]) ^ set(ops[k]))[0]
             raise PlacementError(
-                f"{path}: replicas 0 and {replica} do not hold the same ops (op '{missing}')")
-    return PlacementFile(path=str(path), devices=devices, replicas=replicas, default=default,
+                f"{path}: {parts_name} 0 and {k} do not hold the same ops (op '{missing}')")
+    return PlacementFile(path=str(path), devices=devices, replicas=replicas,
+                         micro_batches=micro_batches, schedule=schedule, default=default,
                          ops=ops)

@@ -87,6 +87,17 @@ def search(onnx, directory, batch, seconds=4, replicas=(1, 2)):
     return os.path.join(directory, "run", "best_placement.yaml")
 
 
+def evaluate(directory, placement):
+    """`placer evaluate` of `placement` under the config `search` wrote in `directory`: its
+    report (the step, and the copies per channel)."""
+    result = subprocess.run([placer_binary(), "evaluate", "--config",
+                             os.path.join(directory, "search.yaml"), "--placement", placement],
+                            capture_output=True, text=True, timeout=300)
+    if result.returncode != 0:
+        raise RuntimeError(f"placer evaluate failed:\n{result.stdout}\n{result.stderr}")
+    return result.stdout
+
+
 def base_ops(path):
     """The op names of a placement file, replica prefixes removed, in file order."""
     with open(path) as f:
@@ -101,16 +112,31 @@ def base_ops(path):
     return names
 
 
-def write_placement(path, ops, device_of, replicas=1, devices=("cpu:0", "cpu:1")):
-    """A placement file over `ops` (base names): device_of(op, replica) -> device."""
+def export_ops(onnx_path):
+    """The op names placer gives an export's ops without running placer: the ONNX nodes' names,
+    which its loader keeps, and the loss it attaches (placer's own files: `search`)."""
+    import onnx  # the project's Python has it; only the tests that do not run placer need it
+    return [node.name for node in onnx.load(onnx_path).graph.node] + ["loss"]
+
+
+def write_placement(path, ops, device_of, replicas=1, devices=("cpu:0", "cpu:1"),
+                    micro_batches=1, schedule=None):
+    """A placement file over `ops` (base names): device_of(op, k) -> device, k the replica or
+    micro-batch; a pipeline's ops named "m<k>/<op>" as placer names them."""
     placement = {}
-    for replica in range(replicas):
+    parts, prefix = (micro_batches, "m") if micro_batches > 1 else (replicas, "r")
+    for k in range(parts):
         for op in ops:
-            name = f"r{replica}/{op}" if replicas > 1 else op
-            placement[name] = device_of(op, replica)
-    data = {"devices": list(devices), "placement": placement}
+            name = f"{prefix}{k}/{op}" if parts > 1 else op
+            placement[name] = device_of(op, k)
+    data = {"devices": list(devices)}
     if replicas > 1:
         data["replicas"] = replicas
+    if micro_batches != 1:
+        data["micro_batches"] = micro_batches
+    if schedule is not None:
+        data["schedule"] = schedule
+    data["placement"] = placement
     with open(path, "w") as f:
         yaml.safe_dump(data, f, sort_keys=False)
     return path

@@ -11,10 +11,11 @@ import unittest
 
 import torch
 import torch.nn.functional as F
+import yaml
 
 import placer_torch
 from placer_torch import PlacementError
-from support import Net, base_ops, export, search, write_placement
+from support import Net, base_ops, evaluate, export, export_ops, search, write_placement
 
 BATCH = 6
 
@@ -61,10 +62,10 @@ class ApplyTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.TemporaryDirectory()
-        onnx = os.path.join(cls.dir.name, "net.onnx")
+        cls.onnx = os.path.join(cls.dir.name, "net.onnx")
         torch.manual_seed(0)
-        export(Net(), onnx, torch.randn(2, 3, 12, 12))
-        cls.searched = search(onnx, cls.dir.name, BATCH)
+        export(Net(), cls.onnx, torch.randn(2, 3, 12, 12))
+        cls.searched = search(cls.onnx, cls.dir.name, BATCH)
         cls.ops = base_ops(cls.searched)
 
     @classmethod
@@ -92,6 +93,24 @@ class ApplyTest(unittest.TestCase):
         self.assertIn("/block1/relu_1/Relu", self.ops)
         self.assertIn("/Concat", self.ops)
         self.assertIn("loss", self.ops)
+
+    def test_the_export_names_its_ops_as_placer_does(self):
+        # What PipelineTest builds its files from, without placer.
+        self.assertEqual(export_ops(self.onnx), self.ops)
+
+    def test_placer_runs_the_pipelines_placer_torch_runs(self):
+        # A pipelined file as PipelineTest writes them: placer's executor reads it as three
+        # micro-batches under 1F1B and copies each micro-batch's activation from cpu:0 to cpu:1
+        # once, as placer_torch does.
+        path = write_placement(os.path.join(self.dir.name, "pipe.yaml"), self.ops,
+                               lambda op, k: "cpu:0" if op.startswith(("/stem/", "/block1/"))
+                               else "cpu:1", micro_batches=3, schedule="1f1b")
+        report = evaluate(self.dir.name, path)
+        self.assertIn("(3 micro-batches of 2 rows, 1f1b)", report)
+        self.assertRegex(report, r"cpu:0 -> cpu:1 +3 ")
+        placed = placer_torch.apply(Net(), path)
+        placed.step(self.images, self.labels, F.cross_entropy)
+        self.assertEqual(placed.transfers[("cpu:0", "cpu:1")], 3)
 
     def test_the_searched_placement_gives_the_unplaced_step(self):
         model = Net()
@@ -261,6 +280,202 @@ class ApplyTest(unittest.TestCase):
         self.assertIs(placed.remove(), model)
         self.assertFalse(model._forward_hooks)
         self.assertFalse(model._forward_pre_hooks)
+
+
+class PipelineTest(unittest.TestCase):
+    """Pipelined placements (micro_batches: M, as `placer search` writes them for its
+    search.micro_batches) on the op names of Net's export, without running placer: stem and
+    block1 on cpu:0, the rest on cpu:1, two stages."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.TemporaryDirectory()
+        onnx = os.path.join(cls.dir.name, "net.onnx")
+        export(Net(), onnx, torch.randn(2, 3, 12, 12))
+        cls.ops = export_ops(onnx)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.dir.cleanup()
+
+    def setUp(self):
+        torch.manual_seed(1)
+        self.images = torch.randn(BATCH, 3, 12, 12)
+        self.labels = torch.randint(0, 10, (BATCH,))
+
+    def pipeline(self, micro_batches, schedule=None, name="pipe.yaml", device_of=None):
+        def two_stages(op, k):
+            return "cpu:0" if op.startswith(("/stem/", "/block1/")) else "cpu:1"
+
+        return write_placement(os.path.join(self.dir.name, name), self.ops,
+                               device_of or two_stages, micro_batches=micro_batches,
+                               schedule=schedule)
+
+    def test_pipelines_train_as_the_unplaced_model(self):
+        # Two SGD steps (momentum, so that the second depends on the first's gradients): the
+        # loss, every gradient and every updated parameter as the unplaced model's, within
+        # rtol 1e-5 and atol 1e-6 as the tests above. The micro-batches add up their gradients
+        # in another order than one batch does: float32 rounding, up to 7e-7 on the conv
+        # biases' gradients (sums over every pixel of the minibatch).
+        for micro_batches in (2, 3):
+            for schedule in ("gpipe", "1f1b"):
+                with self.subTest(micro_batches=micro_batches, schedule=schedule):
+                    path = self.pipeline(micro_batches, schedule)
+                    model = Net()
+                    reference = copy.deepcopy(model)
+                    placed = placer_torch.apply(model, path)
+                    self.assertEqual((placed.micro_batches, placed.stages), (micro_batches, 2))
+                    optimizers = [torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+                                  for m in (placed, reference)]
+                    for _ in range(2):
+                        for optimizer in optimizers:
+                            optimizer.zero_grad()
+                        loss = placed.step(self.images, self.labels, F.cross_entropy)
+                        ref_loss = F.cross_entropy(reference(self.images), self.labels)
+                        ref_loss.backward()
+                        torch.testing.assert_close(loss, ref_loss.detach(), rtol=1e-5,
+                                                   atol=1e-6)
+                        for p, r in zip(model.parameters(), reference.parameters()):
+                            torch.testing.assert_close(p.grad, r.grad, rtol=1e-5, atol=1e-6)
+                        for optimizer in optimizers:
+                            optimizer.step()
+                    for p, r in zip(model.parameters(), reference.parameters()):
+                        torch.testing.assert_close(p, r, rtol=1e-5, atol=1e-6)
+                    # Each micro-batch comes in to the stem and crosses to cpu:1 once; the
+                    # losses are on cpu:1, the loss's device.
+                    self.assertEqual(placed.transfers, {("host", "cpu:0"): micro_batches,
+                                                        ("cpu:0", "cpu:1"): micro_batches})
+
+    def test_a_plain_call_runs_the_micro_batches_and_concatenates_them(self):
+        path = self.pipeline(3, "1f1b")
+        model = Net()
+        reference = copy.deepcopy(model)
+        placed = placer_torch.apply(model, path)
+        logits = placed(self.images)
+        self.assertEqual(logits.shape, (BATCH, 10))
+        torch.testing.assert_close(logits, reference(self.images), rtol=1e-5, atol=1e-6)
+        F.cross_entropy(logits, self.labels).backward()
+        F.cross_entropy(reference(self.images), self.labels).backward()
+        for p, r in zip(model.parameters(), reference.parameters()):
+            torch.testing.assert_close(p.grad, r.grad, rtol=1e-5, atol=1e-6)
+        self.assertEqual(placed.transfers, {("host", "cpu:0"): 3, ("cpu:0", "cpu:1"): 3})
+
+    def test_each_micro_batch_runs_where_the_file_places_it(self):
+        # Micro-batch 1 runs the model's own code (its Concat and Flatten, no parameters) on
+        # cpu:0, micro-batch 0 on cpu:1 with the branches, pooling and head.
+        def device_of(op, k):
+            first = ("/stem/", "/block1/") + (("/Concat", "/Flatten") if k == 1 else ())
+            return "cpu:0" if op.startswith(first) else "cpu:1"
+
+        model = Net()
+        reference = copy.deepcopy(model)
+        placed = placer_torch.apply(model, self.pipeline(2, device_of=device_of, name="own.yaml"))
+        self.assertEqual((placed.device_of("", 0), placed.device_of("", 1)), ("cpu:1", "cpu:0"))
+        loss = placed.step(self.images, self.labels, F.cross_entropy)
+        torch.testing.assert_close(loss, F.cross_entropy(reference(self.images), self.labels),
+                                   rtol=1e-5, atol=1e-6)
+        # Micro-batch 1: the two branches' outputs come to cpu:0 for the Concat, which goes back
+        # to cpu:1 for the pooling, whose output comes to cpu:0 for the Flatten, which goes to
+        # the head on cpu:1; micro-batch 0 crosses once, as in the two-stage split.
+        self.assertEqual(placed.transfers, {("host", "cpu:0"): 2, ("cpu:0", "cpu:1"): 4,
+                                            ("cpu:1", "cpu:0"): 3})
+
+    def ran(self, path):
+        """The passes a step of `path` ran, as placed.order records them and as the model saw
+        them: the stem's forward call of micro-batch k, then the gradient of its output."""
+        model = Net()
+        seen = []
+
+        def forward_hook(module, args, output):
+            k = sum(1 for kind, _ in seen if kind == "F")
+            seen.append(("F", k))
+            output.register_hook(lambda grad: seen.append(("B", k)))
+
+        model.stem.register_forward_hook(forward_hook)
+        placed = placer_torch.apply(model, path)
+        placed.step(self.images, self.labels, F.cross_entropy)
+        self.assertEqual(placed.order, seen)
+        return placed.order
+
+    def test_one_f_one_b_order(self):
+        # Two stages, three micro-batches. Stage 0 (cpu:0) holds at most two micro-batches
+        # between their forward and their backward (placer's in-flight limit, stages - stage):
+        # it warms up with F0 and F1; F2 must wait for B0, which runs first; then B1, B2 drain.
+        order = self.ran(self.pipeline(3, "1f1b"))
+        self.assertEqual(order, [("F", 0), ("F", 1), ("B", 0), ("F", 2), ("B", 1), ("B", 2)])
+
+    def test_gpipe_order(self):
+        # Every forward, then every backward; schedule absent is GPipe, as in placer.
+        expected = [("F", 0), ("F", 1), ("F", 2), ("B", 0), ("B", 1), ("B", 2)]
+        self.assertEqual(self.ran(self.pipeline(3, "gpipe")), expected)
+        self.assertEqual(self.ran(self.pipeline(3)), expected)
+
+    def test_step_runs_a_file_without_micro_batches_as_one(self):
+        # One pass each way, the plain step's loss and gradients; replicas too (M = 1), each on
+        # its shard and worker, replica 1's logits coming to replica 0's loss.
+        cases = {1: {("host", "cpu:0"): 1},
+                 2: {("host", "cpu:0"): 1, ("host", "cpu:1"): 1, ("cpu:1", "cpu:0"): 1}}
+        for replicas, transfers in cases.items():
+            with self.subTest(replicas=replicas):
+                path = write_placement(os.path.join(self.dir.name, "plain.yaml"), self.ops,
+                                       lambda op, k: f"cpu:{k}", replicas=replicas)
+                model = Net()
+                reference = copy.deepcopy(model)
+                placed = placer_torch.apply(model, path)
+                loss = placed.step(self.images, self.labels, F.cross_entropy)
+                self.assertEqual(placed.order, [("F", 0), ("B", 0)])
+                self.assertEqual(placed.transfers, transfers)
+                ref_loss = F.cross_entropy(reference(self.images), self.labels)
+                ref_loss.backward()
+                torch.testing.assert_close(loss, ref_loss.detach(), rtol=1e-5, atol=1e-6)
+                for p, r in zip(model.parameters(), reference.parameters()):
+                    torch.testing.assert_close(p.grad, r.grad, rtol=1e-5, atol=1e-6)
+
+    def test_a_micro_batch_count_that_does_not_divide_the_batch_is_an_error(self):
+        path = self.pipeline(4, "1f1b", name="four.yaml")
+        placed = placer_torch.apply(Net(), path)
+        message = r"four.yaml: micro_batches: 4 does not divide the minibatch of 6 rows"
+        with self.assertRaisesRegex(PlacementError, message):
+            placed.step(self.images, self.labels, F.cross_entropy)
+        with self.assertRaisesRegex(PlacementError, message):
+            placed(self.images)
+        with self.assertRaisesRegex(ValueError, "step: the target has 5 rows, the inputs 6"):
+            placer_torch.apply(Net(), self.pipeline(2)).step(self.images, self.labels[:5],
+                                                             F.cross_entropy)
+
+    def test_bad_pipelines_are_errors_naming_file_and_key(self):
+        cases = [
+            ({"schedule": "interleaved"}, "'schedule' must be gpipe or 1f1b, got 'interleaved'"),
+            ({"micro_batches": 0}, "'micro_batches' must be an integer >= 1, got 0"),
+            ({"micro_batches": -2}, "'micro_batches' must be an integer >= 1, got -2"),
+            ({"replicas": 2}, "'replicas: 2' with 'micro_batches: 2': replicated pipelines "
+                              "are not built"),
+        ]
+        for change, expected in cases:
+            with self.subTest(change=change):
+                path = self.pipeline(2, "gpipe", name="bad.yaml")
+                with open(path) as f:
+                    data = yaml.safe_load(f)
+                data.update(change)
+                with open(path, "w") as f:
+                    yaml.safe_dump(data, f)
+                with self.assertRaises(PlacementError) as caught:
+                    placer_torch.apply(Net(), path)
+                self.assertIn(path, str(caught.exception))
+                self.assertIn(expected, str(caught.exception))
+
+    def test_micro_batches_share_one_copy_of_the_parameters(self):
+        # Micro-batch 1 runs the head on cpu:0, micro-batch 0 on cpu:1: its parameters would
+        # need to be in two places.
+        def device_of(op, k):
+            return "cpu:0" if op.startswith(("/stem/", "/block1/")) or (
+                k == 1 and op.startswith("/head/")) else "cpu:1"
+
+        path = self.pipeline(2, device_of=device_of, name="apart.yaml")
+        with self.assertRaisesRegex(PlacementError, r"apart.yaml \(micro-batch 1\): module "
+                                                    r"'head' keeps its parameters on cpu:0, but "
+                                                    r"on cpu:1 in micro-batch 0"):
+            placer_torch.apply(Net(), path)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,23 @@ class PlacementFileTest(unittest.TestCase):
         self.assertEqual(placement.ops, [{"/fc/Gemm": "cpu:0", "loss": "cuda:0"},
                                          {"/fc/Gemm": "cuda:0", "loss": "cuda:0"}])
 
+    def test_reads_a_pipeline_as_placer_search_writes_it(self):
+        # graph::PlacementToYaml: micro_batches and schedule after devices, micro-batch k's ops
+        # named "m<k>/<op>" (graph::MicroBatchName).
+        path = self.write(
+            "# best placement found by placer search: 1 ms per step (simulated)\n"
+            "model: net\nstep_time_seconds: 0.001\ndevices: [cpu:0, cpu:1]\nmicro_batches: 2\n"
+            "schedule: 1f1b\nplacement:\n  m0//fc/Gemm: cpu:0\n  m0/loss: cpu:1\n"
+            "  m1//fc/Gemm: cpu:0\n  m1/loss: cpu:1\n")
+        placement = read_placement_file(path)
+        self.assertEqual((placement.replicas, placement.micro_batches, placement.schedule),
+                         (1, 2, "1f1b"))
+        self.assertEqual(placement.ops, [{"/fc/Gemm": "cpu:0", "loss": "cpu:1"},
+                                         {"/fc/Gemm": "cpu:0", "loss": "cpu:1"}])
+        # Without the keys: one micro-batch, GPipe (graph::ReadPlacementPipeline's defaults).
+        placement = read_placement_file(self.write("devices: [cpu:0]\nplacement: {a: 0}\n"))
+        self.assertEqual((placement.micro_batches, placement.schedule), (1, "gpipe"))
+
     def test_bad_files_are_errors_naming_file_and_key(self):
         cases = [
             ("devices: [cpu:0]\nplacement: [", "not valid YAML"),
@@ -49,6 +66,21 @@ class PlacementFileTest(unittest.TestCase):
             ("devices: [cpu:0]\nrules: [{match: '*', device: 0}]\nplacement: {a: 0}\n",
              "'rules' needs the model's whole op list"),
             ("devices: [cpu:0]\nplacement: {a: 0}\nsurprise: 1\n", "unknown key 'surprise'"),
+            ("devices: [cpu:0]\nmicro_batches: 0\nplacement: {m0/a: 0}\n",
+             "'micro_batches' must be an integer >= 1, got 0"),
+            ("devices: [cpu:0]\nmicro_batches: two\nplacement: {m0/a: 0}\n",
+             "'micro_batches' must be an integer >= 1, got 'two'"),
+            ("devices: [cpu:0]\nmicro_batches: 2\nschedule: pipedream\n"
+             "placement: {m0/a: 0, m1/a: 0}\n",
+             "'schedule' must be gpipe or 1f1b, got 'pipedream'"),
+            ("devices: [cpu:0]\nmicro_batches: 2\nplacement: {m0/a: 0, a: 0}\n",
+             "op 'a' is not named m<micro-batch>/<op> with a micro-batch below 2"),
+            ("devices: [cpu:0]\nmicro_batches: 2\nplacement: {m0/a: 0, m2/a: 0}\n",
+             "op 'm2/a' is not named m<micro-batch>/<op> with a micro-batch below 2"),
+            ("devices: [cpu:0]\nmicro_batches: 2\nplacement: {m0/a: 0, m1/b: 0}\n",
+             "micro-batches 0 and 1 do not hold the same ops (op 'a')"),
+            ("devices: [cpu:0]\nreplicas: 2\nmicro_batches: 2\nplacement: {r0/m0/a: 0}\n",
+             "'replicas: 2' with 'micro_batches: 2': replicated pipelines are not built"),
         ]
         for text, expected in cases:
             with self.subTest(text=text):
