@@ -82,13 +82,8 @@ int RunCompareCommand(const Commands& c) {
       setup->measured ? " (searches learn on the profiled simulator)" : "",
       config.search.max_wall_seconds);
   std::cout << setup::DescribeSetup(*setup) << '\n';
-  for (const std::string& note : setup->notes) std::cout << "note: " << note << '\n';
-  if (!setup->measured && config.simulation.profile.empty()) {
-    for (const std::string& note :
-         setup::CostModelNotes(config, *setup->costs.front(), setup->models.front()->graph,
-                               setup->devices, c.config_path, false)) {
-      std::cout << "note: " << note << '\n';
-    }
+  for (const std::string& note : setup::SetupNotes(*setup, c.config_path)) {
+    std::cout << "note: " << note << '\n';
   }
 
   // Every placement is produced first, then all are judged side by side.

@@ -111,13 +111,8 @@ int RunSearchCommand(const Commands& c) {
       s.policy ? s.policy_steps : 0, s.samples_per_step, s.max_evaluations, s.max_wall_seconds,
       config.output.directory.string(), c.resume ? " (resuming)" : "");
   std::cout << setup::DescribeSetup(*setup) << '\n';
-  for (const std::string& note : setup->notes) std::cout << "note: " << note << '\n';
-  if (!setup->measured && config.simulation.profile.empty()) {
-    for (const std::string& note :
-         setup::CostModelNotes(config, *setup->costs.front(), setup->models.front()->graph,
-                               setup->devices, c.config_path, false)) {
-      std::cout << "note: " << note << '\n';
-    }
+  for (const std::string& note : setup::SetupNotes(*setup, c.config_path)) {
+    std::cout << "note: " << note << '\n';
   }
 
   std::unique_ptr<search::RunDirectory> dir;

@@ -281,6 +281,17 @@ std::string DescribeCluster(const SearchSetup& setup) {
   return text;
 }
 
+std::vector<std::string> SetupNotes(const SearchSetup& s, const std::string& config_path) {
+  std::vector<std::string> notes = s.notes;
+  if (!s.measured && s.config.simulation.profile.empty()) {
+    for (std::string& note : CostModelNotes(s.config, *s.costs.front(), s.models.front()->graph,
+                                            s.devices, config_path, false)) {
+      notes.push_back(std::move(note));
+    }
+  }
+  return notes;
+}
+
 std::string DescribeSetup(const SearchSetup& s) {
   std::vector<std::string> counts, ops, micro_batches, micro_batch_ops;
   for (const auto& m : s.models) {

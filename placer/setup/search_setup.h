@@ -77,6 +77,11 @@ struct SearchSetup {
 // (5,480/10,960 ops), 31 warm starts, set-up 2.1 s".
 std::string DescribeSetup(const SearchSetup& setup);
 
+// What `search` and `compare` note before they start: the replica and micro-batch counts left
+// out, and, for a simulated search on the uncalibrated roofline model, how far off it may be and
+// the `placer profile` command (for the config at `config_path`) that calibrates it.
+std::vector<std::string> SetupNotes(const SearchSetup& setup, const std::string& config_path);
+
 // "cluster: 2 of 2 workers still there, 0 placements reassigned; messages dropped: 3 (2 bad MAC,
 // 1 replayed or not outstanding)", with a line per refused join and dropped worker; empty without
 // a cluster.
