@@ -5,9 +5,7 @@
 #include <algorithm>
 
 #include "cli/commands.h"
-#include "graph/device.h"
 #include "graph/onnx_loader.h"
-#include "runtime/sim/gpu_kinds.h"
 
 namespace placer::cli {
 
