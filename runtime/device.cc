@@ -67,7 +67,7 @@ graph::DeviceSet ResolveDevices(std::span<const DeviceRequest> requests, bool al
     device.threads = request.threads;
     if (device.type == graph::DeviceType::kCuda) {
       if (device.index >= gpus && allow_absent_gpus) {
-        device.memory_capacity = request.memory_bytes.value_or(int64_t{141} * 1000 * 1000 * 1000);
+        device.memory_capacity = request.memory_bytes.value_or(request.absent_gpu_memory_bytes);
         devices.push_back(device);
         continue;
       }

@@ -162,6 +162,36 @@ TEST(ConfigTest, DeviceListMixesNamesAndMappings) {
   EXPECT_EQ(devices[2].line, 7);
 }
 
+TEST(ConfigTest, GpusTakeTheirOwnKindOrTheSimulationsAndOnePrecision) {
+  const Config defaults = ParseConfig(kMinimal, "defaults.yaml");
+  EXPECT_EQ(defaults.simulation.gpu_kind, "h200");
+  EXPECT_EQ(defaults.simulation.precision, sim::Precision::kFp32);
+  const Config config = ParseConfig(std::string(kMinimal) +
+                                        "devices:\n"
+                                        "  - {name: cuda:0, kind: h100-sxm}\n"
+                                        "  - cuda:1\n"
+                                        "  - cpu:0\n"
+                                        "simulation:\n"
+                                        "  gpu_link: nvlink\n"
+                                        "  gpu_kind: a100-80gb-sxm\n"
+                                        "  precision: bf16\n",
+                                    "kinds.yaml");
+  const std::vector<DeviceConfig>& devices = config.devices.devices;
+  ASSERT_EQ(devices.size(), 3u);
+  EXPECT_EQ(devices[0].gpu_kind, "h100-sxm");
+  EXPECT_EQ(devices[1].gpu_kind, "");  // simulation.gpu_kind's
+  EXPECT_EQ(devices[2].gpu_kind, "");
+  EXPECT_EQ(config.simulation.gpu_kind, "a100-80gb-sxm");
+  EXPECT_EQ(config.simulation.precision, sim::Precision::kBf16);
+  for (const char* precision : {"fp32", "tf32", "bf16", "fp16"}) {
+    EXPECT_EQ(sim::ToString(ParseConfig(std::string(kMinimal) +
+                                            "simulation:\n  precision: " + precision + "\n",
+                                        "precision.yaml")
+                                .simulation.precision),
+              precision);
+  }
+}
+
 TEST(ConfigTest, RelativeOutputDirectoryFollowsTheConfigFile) {
   const TempFile file("output.yaml", std::string(kMinimal) + "output:\n  directory: out/x\n");
   EXPECT_EQ(LoadConfig(file.path()).output.directory, file.path().parent_path() / "out" / "x");
@@ -340,6 +370,20 @@ INSTANTIATE_TEST_SUITE_P(
                 "devices[0].memory", "expected a byte size like '4GiB', '512MiB' or a byte count"},
         BadCase{"ZeroMemory", kM + "devices:\n  - name: cuda:0\n    memory: 0GiB\n", 5,
                 "devices[0].memory", "must be > 0, got 0"},
+        BadCase{"UnknownGpuKind", kM + "simulation:\n  gpu_kind: h100\n", 4, "simulation.gpu_kind",
+                "unknown GPU kind 'h100'; known kinds: a100-40gb-sxm, a100-80gb-sxm, "
+                "a100-80gb-pcie, h100-sxm, h100-pcie, h200, l40s"},
+        BadCase{"UnknownDeviceGpuKind", kM + "devices:\n  - {name: cuda:0, kind: v100}\n", 4,
+                "devices[0].kind", "unknown GPU kind 'v100'; known kinds: a100-40gb-sxm"},
+        BadCase{"GpuKindOfACpu", kM + "devices:\n  - name: cpu:0\n    kind: h200\n", 5,
+                "devices[0].kind", "a GPU kind for 'cpu:0', which is not a GPU (cuda:N)"},
+        BadCase{"DeviceGpuKindWithoutNvlink",
+                kM + "devices:\n  - {name: cuda:0, kind: l40s}\nsimulation:\n  gpu_link: nvlink\n",
+                4, "devices[0].kind",
+                "GPU kind 'l40s' has no NVLink, but simulation.gpu_link is 'nvlink'"},
+        BadCase{"UnknownPrecision", kM + "simulation:\n  precision: fp64\n", 4,
+                "simulation.precision",
+                "unknown precision 'fp64'; expected 'fp32', 'tf32', 'bf16' or 'fp16'"},
         BadCase{"SyntaxError", kM + "  batch_size: [1, 2\nsearch: {}\n", 4, "", "invalid YAML"},
         BadCase{"TabIndentation", kM + "search:\n\tseed: 1\n", 4, "", "invalid YAML"},
         BadCase{"TwoDocuments", kM + "---\nsearch: {}\n", 3, "",

@@ -229,6 +229,12 @@ const std::array kGroupingNames = {
     Named<graph::GroupingMethod>{graph::GroupingMethod::kCoarsen,
                                  graph::ToString(graph::GroupingMethod::kCoarsen)}};
 
+const std::array kPrecisionNames = {
+    Named<sim::Precision>{sim::Precision::kFp32, sim::ToString(sim::Precision::kFp32)},
+    Named<sim::Precision>{sim::Precision::kTf32, sim::ToString(sim::Precision::kTf32)},
+    Named<sim::Precision>{sim::Precision::kBf16, sim::ToString(sim::Precision::kBf16)},
+    Named<sim::Precision>{sim::Precision::kFp16, sim::ToString(sim::Precision::kFp16)}};
+
 template <typename Enum, size_t N>
 std::string_view NameIn(const std::array<Named<Enum>, N>& table, Enum value) {
   for (const Named<Enum>& entry : table) {
@@ -370,6 +376,22 @@ ModelConfig ReadModel(const Value& value) {
   return model;
 }
 
+// A GPU kind of the registry (runtime/sim/gpu_kinds.h); with `nvlink` (simulation.gpu_link:
+// nvlink) one that has NVLink.
+std::string ReadGpuKind(const Value& value, bool nvlink) {
+  const std::string name = ToString(value);
+  const sim::GpuKind* kind = sim::FindGpuKind(name);
+  if (kind == nullptr) {
+    value.Fail(
+        fmt::format("unknown GPU kind {}; known kinds: {}", Quote(name), sim::GpuKindNameList()));
+  }
+  if (nvlink && kind->nvlink_bytes_per_second <= 0) {
+    value.Fail(
+        fmt::format("GPU kind {} has no NVLink, but simulation.gpu_link is 'nvlink'", Quote(name)));
+  }
+  return name;
+}
+
 int64_t ReadMemory(const Value& value) {
   const std::optional<int64_t> bytes =
       value.node.IsScalar() ? ParseByteSize(value.node.Scalar()) : std::nullopt;
@@ -381,7 +403,7 @@ int64_t ReadMemory(const Value& value) {
   return *bytes;
 }
 
-DevicesConfig ReadDevices(const Value& value) {
+DevicesConfig ReadDevices(const Value& value, const SimulationConfig& simulation) {
   DevicesConfig result;
   if (value.node.IsScalar() && value.node.Scalar() == "auto") return result;
   if (!value.node.IsSequence()) {
@@ -397,10 +419,18 @@ DevicesConfig ReadDevices(const Value& value) {
     device.line = item.mark.line + 1;
     Value name = item;
     if (item.node.IsMap()) {
-      Mapping fields(item, {"name", "threads", "memory"});
+      Mapping fields(item, {"name", "threads", "memory", "kind"});
       name = fields.Require("name");
       ReadInteger(fields, "threads", 1, &device.threads);
       if (const Value* memory = fields.Find("memory")) device.memory_bytes = ReadMemory(*memory);
+      if (const Value* kind = fields.Find("kind")) {
+        const std::optional<graph::DeviceName> parsed = graph::ParseDeviceName(ToString(name));
+        if (parsed && parsed->type != graph::DeviceType::kCuda) {
+          kind->Fail(fmt::format("a GPU kind for {}, which is not a GPU (cuda:N)",
+                                 Quote(name.node.Scalar())));
+        }
+        device.gpu_kind = ReadGpuKind(*kind, simulation.gpu_link == GpuLink::kNvlink);
+      }
     } else if (!item.node.IsScalar()) {
       item.Fail("expected a device name like 'cpu:0' or a mapping with 'name', got " +
                 Describe(item.node));
@@ -487,11 +517,15 @@ SearchConfig ReadSearch(const Value& value) {
 }
 
 SimulationConfig ReadSimulation(const Value& value) {
-  Mapping mapping(value, {"profile", "gpu_link", "gpus_per_host", "host_link_gbps",
-                          "host_link_latency_us", "process_hosts"});
+  Mapping mapping(value, {"profile", "gpu_link", "gpu_kind", "precision", "gpus_per_host",
+                          "host_link_gbps", "host_link_latency_us", "process_hosts"});
   SimulationConfig simulation;
   if (const Value* profile = mapping.Find("profile")) simulation.profile = ToString(*profile);
   ReadChoice(mapping, "gpu_link", "link", kGpuLinkNames, &simulation.gpu_link);
+  if (const Value* kind = mapping.Find("gpu_kind")) {
+    simulation.gpu_kind = ReadGpuKind(*kind, simulation.gpu_link == GpuLink::kNvlink);
+  }
+  ReadChoice(mapping, "precision", "precision", kPrecisionNames, &simulation.precision);
   ReadInteger(mapping, "gpus_per_host", 0, &simulation.gpus_per_host);
   ReadPositive(mapping, "host_link_gbps", &simulation.host_link_gbps);
   ReadPositive(mapping, "host_link_latency_us", &simulation.host_link_latency_us);
@@ -586,14 +620,17 @@ Config ReadConfig(const YAML::Node& root, const std::string& file_name) {
   Config config;
   config.source = file_name;
   config.model = ReadModel(sections.Require("model"));
-  if (const Value* devices = sections.Find("devices")) config.devices = ReadDevices(*devices);
+  // The simulation first: a device's GPU kind is checked against its gpu_link.
+  if (const Value* simulation = sections.Find("simulation")) {
+    config.simulation = ReadSimulation(*simulation);
+  }
+  if (const Value* devices = sections.Find("devices")) {
+    config.devices = ReadDevices(*devices, config.simulation);
+  }
   if (const Value* measurement = sections.Find("measurement")) {
     config.measurement = ReadMeasurement(*measurement);
   }
   if (const Value* search = sections.Find("search")) config.search = ReadSearch(*search);
-  if (const Value* simulation = sections.Find("simulation")) {
-    config.simulation = ReadSimulation(*simulation);
-  }
   if (const Value* cluster = sections.Find("cluster")) config.cluster = ReadCluster(*cluster);
   if (const Value* output = sections.Find("output")) config.output = ReadOutput(*output);
   return config;

@@ -11,6 +11,7 @@
 
 #include "graph/builtin_models.h"
 #include "graph/grouping.h"
+#include "runtime/sim/gpu_kinds.h"
 
 namespace placer::config {
 
@@ -79,7 +80,10 @@ struct DeviceConfig {
   std::string name;                     // "cpu:N" or "cuda:N"
   int threads = 1;                      // intra-op threads (CPU workers only)
   std::optional<int64_t> memory_bytes;  // capacity; accepts "4GiB", "512MiB", or a byte count
-  int line = 0;                         // where it was declared, for later error messages
+  // devices[i].kind: a GPU's kind (runtime/sim/gpu_kinds.h, e.g. "h100-sxm") for the roofline
+  // model and an absent GPU's capacity; empty: simulation.gpu_kind. GPUs only.
+  std::string gpu_kind;
+  int line = 0;  // where it was declared, for later error messages
 };
 
 // devices: either the string "auto" or a list of DeviceConfig.
@@ -144,6 +148,11 @@ struct SimulationConfig {
   // simulation.gpu_link: "pcie" (PCIe 4.0 x16) or "nvlink" (NVLink 4) between GPUs, for the
   // roofline model.
   GpuLink gpu_link = GpuLink::kPcie;
+  // simulation.gpu_kind: the kind of every GPU without devices[i].kind (runtime/sim/gpu_kinds.h).
+  std::string gpu_kind = std::string(sim::kDefaultGpuKind);
+  // simulation.precision: the arithmetic of matmul- and convolution-class ops in the roofline
+  // model (fp32, tf32, or bf16/fp16 mixed precision). The executor itself trains in fp32.
+  sim::Precision precision = sim::Precision::kFp32;
   // simulation.gpus_per_host: GPU cuda:i is on host i / gpus_per_host (0: one host), and a copy
   // between hosts crosses a network of simulation.host_link_gbps gigabits per second per
   // direction with simulation.host_link_latency_us microseconds per transfer (roofline model).

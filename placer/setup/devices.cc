@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "runtime/device.h"
+#include "runtime/sim/gpu_kinds.h"
 
 namespace placer::setup {
 
@@ -12,8 +13,13 @@ graph::DeviceSet ResolveDevices(const config::Config& config) {
   if (config.devices.automatic) return runtime::DetectDevices();
   std::vector<runtime::DeviceRequest> requests;
   for (const config::DeviceConfig& entry : config.devices.devices) {
-    requests.push_back(
-        {.name = entry.name, .threads = entry.threads, .memory_bytes = entry.memory_bytes});
+    // The config checked the kinds' names.
+    const sim::GpuKind& kind =
+        sim::GpuKindNamed(entry.gpu_kind.empty() ? config.simulation.gpu_kind : entry.gpu_kind);
+    requests.push_back({.name = entry.name,
+                        .threads = entry.threads,
+                        .memory_bytes = entry.memory_bytes,
+                        .absent_gpu_memory_bytes = kind.memory_bytes});
   }
   const bool simulated = config.search.evaluator == config::EvaluatorKind::kSimulated;
   try {

@@ -9,8 +9,8 @@ namespace placer::setup {
 
 // `devices: auto` detects them. A CUDA device that is not present is a config::ConfigError naming
 // the file, key and line, unless the config's evaluator is the simulator, which may place on
-// clusters larger than the machine (an absent GPU then gets the configured memory, or an H200's
-// 141 GB).
+// clusters larger than the machine (an absent GPU then gets the configured memory, or its GPU
+// kind's: devices[i].kind, else simulation.gpu_kind, an H200's 141 GB by default).
 graph::DeviceSet ResolveDevices(const config::Config& config);
 
 }  // namespace placer::setup

@@ -110,18 +110,27 @@ graph::ForwardBuilder ForwardBuilderFor(const config::Config& config) {
 }
 
 std::unique_ptr<sim::CostModel> CostModelFor(const config::Config& config) {
-  sim::RooflineOptions roofline;
-  if (config.simulation.gpu_link == config::GpuLink::kNvlink)
-    roofline.gpu_to_gpu = sim::LinkPresets::Nvlink();
-  roofline.gpus_per_host = config.simulation.gpus_per_host;
-  roofline.process_hosts = config.simulation.process_hosts;
-  roofline.between_hosts = sim::LinkPresets::Network(config.simulation.host_link_gbps,
-                                                     config.simulation.host_link_latency_us * 1e-6);
+  sim::RooflineOptions options;
+  options.gpus_per_host = config.simulation.gpus_per_host;
+  options.process_hosts = config.simulation.process_hosts;
+  options.between_hosts = sim::LinkPresets::Network(config.simulation.host_link_gbps,
+                                                    config.simulation.host_link_latency_us * 1e-6);
+  // GPUs of their kinds (the config checked the names), every configured GPU named so that a pair
+  // of mixed kinds gets the slower NVLink.
+  sim::GpuKindOptions gpus{.default_kind = config.simulation.gpu_kind,
+                           .precision = config.simulation.precision,
+                           .nvlink = config.simulation.gpu_link == config::GpuLink::kNvlink};
+  for (const config::DeviceConfig& device : config.devices.devices) {
+    if (graph::DeviceFromName(device.name).type != graph::DeviceType::kCuda) continue;
+    gpus.device_kinds[device.name] =
+        device.gpu_kind.empty() ? config.simulation.gpu_kind : device.gpu_kind;
+  }
+  sim::RooflineCostModel roofline = sim::RooflineForGpuKinds(options, gpus);
   if (config.simulation.profile.empty()) return std::make_unique<sim::RooflineCostModel>(roofline);
   std::unique_ptr<sim::ProfiledCostModel> profile;
   try {
     profile = std::make_unique<sim::ProfiledCostModel>(
-        sim::ProfiledCostModel::Load(config.simulation.profile, sim::RooflineCostModel(roofline)));
+        sim::ProfiledCostModel::Load(config.simulation.profile, roofline));
   } catch (const sim::ProfileError& error) {
     throw InputError(fmt::format("simulation.profile: {}", error.what()));
   }

@@ -36,6 +36,13 @@ void CheckSpec(const std::string& device_name, const DeviceSpec& spec) {
         "non-negative (got {}, {}, {})",
         device_name, spec.peak_flops, spec.memory_bandwidth, spec.op_overhead_seconds));
   }
+  if (!(spec.matmul_flops >= 0) || !std::isfinite(spec.matmul_flops) ||
+      !(spec.matmul_activation_byte_scale > 0) || !(spec.matmul_activation_byte_scale <= 1)) {
+    throw std::invalid_argument(
+        fmt::format("device spec of '{}': matmul_flops must be non-negative and finite and "
+                    "matmul_activation_byte_scale in (0, 1] (got {}, {})",
+                    device_name, spec.matmul_flops, spec.matmul_activation_byte_scale));
+  }
 }
 
 void CheckLink(const std::string& from, const std::string& to, const LinkSpec& link) {
@@ -160,14 +167,44 @@ LinkSpec RooflineCostModel::LinkOf(const Device* from, const Device& to) const {
   return options_.cpu_to_cpu;
 }
 
+bool RunsOnTensorCores(const graph::Graph& graph, const graph::Op& op) {
+  namespace t = graph::op_types;
+  const graph::Op& forward = op.phase == graph::Phase::kBackward && op.forward_op != graph::kNoOp
+                                 ? graph.op(op.forward_op)
+                                 : op;
+  if (forward.phase != graph::Phase::kForward) return false;  // an update: elementwise
+  for (const char* type : {t::kConv2d, t::kConvTranspose2d, t::kLinear, t::kMatMul, t::kEinsum,
+                           t::kLstmCell, t::kGruCell, t::kRnnCell}) {
+    if (forward.type == type) return true;
+  }
+  return false;
+}
+
 double RooflineCostModel::OpSeconds(const graph::Graph& graph, graph::OpId op,
                                     const Device& device) const {
   const graph::Op& node = graph.op(op);
   const DeviceSpec spec = SpecOf(device);
-  double bytes = static_cast<double>(graph::OpOutputBytes(graph, node));
-  for (graph::TensorId input : node.inputs)
-    bytes += static_cast<double>(graph.tensor(input).bytes());
-  const double compute = graph::OpFlops(graph, node) / spec.peak_flops;
+  const bool tensor_cores = spec.matmul_flops > 0 && RunsOnTensorCores(graph, node);
+  double bytes = 0;
+  if (tensor_cores && spec.matmul_activation_byte_scale != 1) {
+    // Autocast: the op reads and writes its activations and gradients in 16 bits; the fp32
+    // master weights it reads (and an update's parameter, never such an op) keep their size.
+    auto weighed = [&](graph::TensorId id) {
+      const graph::Tensor& tensor = graph.tensor(id);
+      const bool low_precision =
+          tensor.dtype == graph::DType::kFloat32 && tensor.kind != graph::TensorKind::kParameter;
+      return static_cast<double>(tensor.bytes()) *
+             (low_precision ? spec.matmul_activation_byte_scale : 1.0);
+    };
+    for (graph::TensorId output : node.outputs) bytes += weighed(output);
+    for (graph::TensorId input : node.inputs) bytes += weighed(input);
+  } else {
+    bytes = static_cast<double>(graph::OpOutputBytes(graph, node));
+    for (graph::TensorId input : node.inputs)
+      bytes += static_cast<double>(graph.tensor(input).bytes());
+  }
+  const double compute =
+      graph::OpFlops(graph, node) / (tensor_cores ? spec.matmul_flops : spec.peak_flops);
   const double memory = bytes / spec.memory_bandwidth;
   const double roofline =
       options_.overlap_compute_and_memory ? std::max(compute, memory) : compute + memory;

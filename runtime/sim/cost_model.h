@@ -70,7 +70,17 @@ struct DeviceSpec {
   double peak_flops = 0;           // FLOP/s
   double memory_bandwidth = 0;     // bytes/s between the compute units and their memory
   double op_overhead_seconds = 0;  // per op: dispatch, kernel launch, the worker's queue hand-off
+  // FLOP/s of the matmul- and convolution-class ops (RunsOnTensorCores): a GPU's tensor-core peak
+  // at the training precision; 0: peak_flops, as every op of a CPU or an fp32 GPU.
+  double matmul_flops = 0;
+  // What those ops' activations and gradients (every float tensor they read or write but the
+  // parameters) weigh per fp32 byte: 0.5 under bf16 or fp16 autocast, 1 otherwise.
+  double matmul_activation_byte_scale = 1;
 };
+
+// Whether `op` is of the matmul or convolution class that tensor cores run (Conv2d,
+// ConvTranspose2d, Linear, MatMul, Einsum, the recurrent cells), or the backward op of one.
+bool RunsOnTensorCores(const graph::Graph& graph, const graph::Op& op);
 
 // A link costs latency_seconds + bytes * seconds_per_byte (Baechi's a*bytes + b). One link per
 // ordered device pair: the two directions are separate channels.

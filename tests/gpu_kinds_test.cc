@@ -1,0 +1,200 @@
+// The GPU kinds of the roofline model: each preset against its data sheet (the figures written
+// out here, so that a typo in the table fails), the default that keeps the H200 at its FP32 peak
+// bit for bit, and a GEMM's predicted time on an H100 SXM in bf16 and fp32, computed by hand.
+#include "runtime/sim/gpu_kinds.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "graph/ir.h"
+#include "graph/models.h"
+#include "graph/training_step.h"
+#include "graph/zoo.h"
+#include "runtime/sim/cost_model.h"
+
+namespace placer::sim {
+namespace {
+
+using graph::Device;
+using graph::DeviceType;
+using graph::Graph;
+using graph::ModelBuilder;
+using graph::OpId;
+using graph::TensorId;
+using ::testing::HasSubstr;
+
+Device Cuda(int index) {
+  return {.name = "cuda:" + std::to_string(index), .type = DeviceType::kCuda, .index = index};
+}
+
+// A data sheet's row: TFLOP/s dense, GB/s, GB, NVLink GB/s bidirectional (0: none).
+struct DataSheet {
+  const char* name;
+  double fp32_tflops, tf32_tflops, bf16_tflops, fp16_tflops;
+  double memory_gb_per_s;
+  double memory_gb;
+  int nvlink_generation;
+  double nvlink_bidirectional_gb_per_s;
+  int pcie_generation;
+  bool nvswitch;
+};
+
+// Dense figures; where a data sheet gives only the sparse one (H100, H200), half of it.
+constexpr DataSheet kDataSheets[] = {
+    {"a100-40gb-sxm", 19.5, 156, 312, 312, 1555, 40, 3, 600, 4, true},
+    {"a100-80gb-sxm", 19.5, 156, 312, 312, 2039, 80, 3, 600, 4, true},
+    {"a100-80gb-pcie", 19.5, 156, 312, 312, 1935, 80, 3, 600, 4, false},
+    {"h100-sxm", 67, 494.5, 989.5, 989.5, 3350, 80, 4, 900, 5, true},
+    {"h100-pcie", 51, 378, 756.5, 756.5, 2000, 80, 4, 600, 5, false},
+    {"h200", 67, 494.5, 989.5, 989.5, 4800, 141, 4, 900, 5, true},
+    {"l40s", 91.6, 183, 362.05, 362.05, 864, 48, 0, 0, 4, false},
+};
+
+TEST(GpuKindsTest, EveryPresetHasItsDataSheetsNumbers) {
+  ASSERT_EQ(GpuKinds().size(), std::size(kDataSheets));
+  for (const DataSheet& sheet : kDataSheets) {
+    SCOPED_TRACE(sheet.name);
+    const GpuKind* kind = FindGpuKind(sheet.name);
+    ASSERT_NE(kind, nullptr);
+    EXPECT_EQ(kind->name, sheet.name);
+    EXPECT_DOUBLE_EQ(kind->fp32_flops, sheet.fp32_tflops * 1e12);
+    EXPECT_DOUBLE_EQ(kind->tf32_flops, sheet.tf32_tflops * 1e12);
+    EXPECT_DOUBLE_EQ(kind->bf16_flops, sheet.bf16_tflops * 1e12);
+    EXPECT_DOUBLE_EQ(kind->fp16_flops, sheet.fp16_tflops * 1e12);
+    EXPECT_DOUBLE_EQ(kind->memory_bandwidth, sheet.memory_gb_per_s * 1e9);
+    EXPECT_EQ(kind->memory_bytes, static_cast<int64_t>(sheet.memory_gb * 1e9));
+    EXPECT_EQ(kind->nvlink_generation, sheet.nvlink_generation);
+    EXPECT_DOUBLE_EQ(kind->nvlink_bytes_per_second, sheet.nvlink_bidirectional_gb_per_s * 1e9 / 2);
+    EXPECT_EQ(kind->pcie_generation, sheet.pcie_generation);
+    EXPECT_EQ(kind->nvswitch, sheet.nvswitch);
+    EXPECT_DOUBLE_EQ(kind->MatmulFlops(Precision::kFp32), sheet.fp32_tflops * 1e12);
+    EXPECT_DOUBLE_EQ(kind->MatmulFlops(Precision::kTf32), sheet.tf32_tflops * 1e12);
+    EXPECT_DOUBLE_EQ(kind->MatmulFlops(Precision::kBf16), sheet.bf16_tflops * 1e12);
+    EXPECT_DOUBLE_EQ(kind->MatmulFlops(Precision::kFp16), sheet.fp16_tflops * 1e12);
+  }
+}
+
+TEST(GpuKindsTest, AnUnknownNameIsAnErrorListingTheKnownOnes) {
+  EXPECT_EQ(FindGpuKind("h100"), nullptr);
+  EXPECT_THAT([] { GpuKindNamed("h100"); },
+              ::testing::ThrowsMessage<std::invalid_argument>(
+                  HasSubstr("unknown GPU kind 'h100'; known kinds: a100-40gb-sxm, a100-80gb-sxm, "
+                            "a100-80gb-pcie, h100-sxm, h100-pcie, h200, l40s")));
+  EXPECT_THROW(NvlinkOf(GpuKindNamed("l40s")), std::invalid_argument);
+}
+
+TEST(GpuKindsTest, PrecisionsRoundTripThroughTheirNames) {
+  EXPECT_THAT(PrecisionNames(), ::testing::ElementsAre("fp32", "tf32", "bf16", "fp16"));
+  for (std::string_view name : PrecisionNames()) EXPECT_EQ(ToString(*ParsePrecision(name)), name);
+  EXPECT_EQ(ParsePrecision("fp64"), std::nullopt);
+}
+
+// The contract that keeps every earlier figure: no kind and no precision simulate the H200 at
+// its FP32 peak, exactly as RooflineCostModel's defaults did before kinds existed.
+TEST(GpuKindsTest, TheDefaultIsTheH200AtItsFp32PeakBitForBit) {
+  const RooflineCostModel before;
+  const RooflineCostModel defaults = RooflineForGpuKinds({}, {});
+  Graph g = graph::BuildInceptionV3({.batch_size = 2, .image_size = 75, .width_multiplier = 0.25});
+  const Device gpu = Cuda(0);
+  for (OpId op = 0; op < g.num_ops(); ++op) {
+    ASSERT_EQ(defaults.OpSeconds(g, op, gpu), before.OpSeconds(g, op, gpu)) << g.op(op).name;
+  }
+  RooflineOptions nvlink_before;
+  nvlink_before.gpu_to_gpu = LinkPresets::Nvlink();
+  const Device gpu1 = Cuda(1);
+  EXPECT_EQ(RooflineForGpuKinds({}, {.nvlink = true}).LinkOf(&gpu, gpu1),
+            RooflineCostModel(nvlink_before).LinkOf(&gpu, gpu1));
+  EXPECT_EQ(GpuKindNamed(kDefaultGpuKind).memory_bytes, int64_t{141} * 1000 * 1000 * 1000);
+}
+
+// x [1024, 1024] -> fc (Linear to 1024, no bias) -> relu: one 1024^3 GEMM.
+Graph Gemm() {
+  Graph g;
+  ModelBuilder b(g);
+  TensorId x = b.Input("x", {1024, 1024});
+  b.Relu("relu", b.Linear("fc", x, 1024, 0.1, /*bias=*/false));
+  return g;
+}
+
+TEST(GpuKindsTest, AGemmOnAnH100SxmRunsAtTheTensorCorePeakOfItsPrecision) {
+  Graph g = Gemm();
+  const OpId fc = *g.FindOp("fc");
+  const OpId relu = *g.FindOp("relu");
+  const Device gpu = Cuda(0);
+  const double flops = 2.0 * 1024 * 1024 * 1024;  // a multiply-add per (row, column, inner) is 2
+  const double tensor_bytes = 1024.0 * 1024 * 4;  // x, the weight and the output, fp32
+  const double bandwidth = 3.35e12;               // H100 SXM, bytes/s
+  const double overhead = 5.7e-6;
+
+  const RooflineCostModel fp32 =
+      RooflineForGpuKinds({}, {.default_kind = "h100-sxm", .precision = Precision::kFp32});
+  // 2^31 / 67e12 + 3 * 4 MiB / 3.35e12 + 5.7 us = 32.052 + 3.756 + 5.7 = 41.508 us.
+  EXPECT_DOUBLE_EQ(fp32.OpSeconds(g, fc, gpu),
+                   flops / 67e12 + 3 * tensor_bytes / bandwidth + overhead);
+  EXPECT_NEAR(fp32.OpSeconds(g, fc, gpu), 41.508e-6, 1e-9);
+
+  const RooflineCostModel bf16 =
+      RooflineForGpuKinds({}, {.default_kind = "h100-sxm", .precision = Precision::kBf16});
+  // The tensor cores' dense 989.5 TFLOP/s; x and the output in 16 bits, the fp32 master weight
+  // whole: 2^31 / 989.5e12 + (2 MiB + 4 MiB + 2 MiB) / 3.35e12 + 5.7 us
+  // = 2.170 + 2.504 + 5.7 = 10.374 us.
+  EXPECT_DOUBLE_EQ(bf16.OpSeconds(g, fc, gpu),
+                   flops / 989.5e12 + 2 * tensor_bytes / bandwidth + overhead);
+  EXPECT_NEAR(bf16.OpSeconds(g, fc, gpu), 10.374e-6, 1e-9);
+
+  // The ReLU is no tensor-core op: the FP32 peak and fp32 bytes under either precision.
+  const double relu_seconds = 1024.0 * 1024 / 67e12 + 2 * tensor_bytes / bandwidth + overhead;
+  EXPECT_DOUBLE_EQ(fp32.OpSeconds(g, relu, gpu), relu_seconds);
+  EXPECT_DOUBLE_EQ(bf16.OpSeconds(g, relu, gpu), relu_seconds);
+}
+
+TEST(GpuKindsTest, MatmulsConvolutionsAndTheirBackwardOpsRunOnTensorCores) {
+  Graph g;
+  ModelBuilder b(g);
+  TensorId x = b.Input("x", {2, 1, 8, 8});
+  TensorId labels = b.Input("labels", {2}, graph::DType::kInt64, graph::TensorKind::kLabel);
+  TensorId conv = b.Relu("relu", b.Conv2d("conv", x, 2, 3, 0.1));
+  TensorId flat = b.Reshape("flat", conv, {2, 2 * 6 * 6});
+  b.SoftmaxCrossEntropy("loss", b.Linear("fc", flat, 3, 0.1), labels);
+  graph::AppendBackwardAndUpdate(g, 0.1);
+  for (const graph::Op& op : g.ops()) {
+    const graph::Op& forward = op.forward_op == graph::kNoOp ? op : g.op(op.forward_op);
+    const bool matmul_class =
+        op.phase != graph::Phase::kUpdate && (forward.name == "conv" || forward.name == "fc");
+    EXPECT_EQ(RunsOnTensorCores(g, op), matmul_class) << op.name;
+  }
+}
+
+TEST(GpuKindsTest, EachGpuTakesItsOwnKindAndNvlinkRunsAtTheSlowerEnd) {
+  const RooflineCostModel model = RooflineForGpuKinds(
+      {}, {.default_kind = "h100-sxm",
+           .device_kinds = {{"cuda:0", "h100-sxm"}, {"cuda:1", "a100-80gb-sxm"}},
+           .precision = Precision::kTf32,
+           .nvlink = true});
+  const Device gpu0 = Cuda(0), gpu1 = Cuda(1), gpu2 = Cuda(2);
+  EXPECT_DOUBLE_EQ(model.SpecOf(gpu0).matmul_flops, 494.5e12);
+  EXPECT_DOUBLE_EQ(model.SpecOf(gpu1).matmul_flops, 156e12);
+  EXPECT_DOUBLE_EQ(model.SpecOf(gpu1).memory_bandwidth, 2039e9);
+  EXPECT_DOUBLE_EQ(model.SpecOf(gpu2).matmul_flops, 494.5e12);  // the default kind
+  EXPECT_DOUBLE_EQ(model.LinkOf(&gpu0, gpu1).seconds_per_byte, 1 / 300e9);
+  EXPECT_DOUBLE_EQ(model.LinkOf(&gpu1, gpu0).seconds_per_byte, 1 / 300e9);
+  EXPECT_DOUBLE_EQ(model.LinkOf(&gpu2, gpu0).seconds_per_byte, 1 / 450e9);
+  // Between hosts the network stays, whatever the kinds.
+  RooflineOptions two_hosts;
+  two_hosts.gpus_per_host = 1;
+  const RooflineCostModel apart = RooflineForGpuKinds(
+      two_hosts, {.device_kinds = {{"cuda:0", "h200"}, {"cuda:1", "h200"}}, .nvlink = true});
+  EXPECT_EQ(apart.LinkOf(&gpu0, gpu1), two_hosts.between_hosts);
+  EXPECT_THROW(RooflineForGpuKinds({}, {.device_kinds = {{"cpu:0", "h200"}}}),
+               std::invalid_argument);
+  EXPECT_THROW(RooflineForGpuKinds({}, {.device_kinds = {{"cuda:0", "v100"}}}),
+               std::invalid_argument);
+  EXPECT_THROW(RooflineForGpuKinds({}, {.default_kind = "l40s", .nvlink = true}),
+               std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace placer::sim
