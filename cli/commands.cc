@@ -97,10 +97,18 @@ graph::Placement ChoosePlacement(const Commands& c, const graph::Graph& graph,
   return graph::Placement::AllOn(graph, names, static_cast<int>(it - names.begin()));
 }
 
-void PrintEvaluation(const graph::EvaluationResult& r, std::ostream& out) {
-  out << fmt::format("step time: {:.3f} ms (median of {}; min {:.3f}, max {:.3f})\n",
-                     r.step_seconds * 1e3, r.step_samples.size(), r.min_seconds * 1e3,
-                     r.max_seconds * 1e3);
+// `predicted_batch`: the result is the simulator's for a step of that many rows, which has no
+// spread to state but a throughput.
+void PrintEvaluation(const graph::EvaluationResult& r, std::ostream& out,
+                     int64_t predicted_batch = 0) {
+  if (predicted_batch > 0) {
+    out << fmt::format("predicted step time: {:.3f} ms, throughput {:.1f} samples/s\n",
+                       r.step_seconds * 1e3, static_cast<double>(predicted_batch) / r.step_seconds);
+  } else {
+    out << fmt::format("step time: {:.3f} ms (median of {}; min {:.3f}, max {:.3f})\n",
+                       r.step_seconds * 1e3, r.step_samples.size(), r.min_seconds * 1e3,
+                       r.max_seconds * 1e3);
+  }
   out << fmt::format("\n{:<10} {:>10} {:>7} {:>14}\n", "device", "busy ms", "busy", "peak memory");
   for (const graph::DeviceStats& d : r.devices) {
     out << fmt::format("{:<10} {:>10.3f} {:>6.0f}% {:>10.2f} MiB\n", d.device, d.busy_seconds * 1e3,
@@ -157,7 +165,7 @@ graph::Graph ModelFor(const Commands& c, const config::Config& config) {
 int Evaluate(const Commands& c) {
   config::Config config = config::LoadConfig(c.config_path);
   graph::Graph model = ModelFor(c, config);
-  graph::DeviceSet devices = setup::ResolveDevices(config);
+  graph::DeviceSet devices = setup::ResolveDevices(config, c.predict_only);
   std::string description;
   std::optional<graph::DataParallelGraph> dp;
   graph::Placement placement;
@@ -182,15 +190,17 @@ int Evaluate(const Commands& c) {
                            fmt::join(graph::DeviceNames(devices), ", "));
   // GPUs the machine lacks exist only in the simulator (a simulated config may name them).
   const int gpus_present = runtime::NumCudaDevicesPresent();
-  bool measurable = std::all_of(devices.begin(), devices.end(), [&](const auto& d) {
-    return d.type != graph::DeviceType::kCuda || d.index < gpus_present;
-  });
+  bool measurable =
+      !c.predict_only && std::all_of(devices.begin(), devices.end(), [&](const auto& d) {
+        return d.type != graph::DeviceType::kCuda || d.index < gpus_present;
+      });
   // A placement across processes is measured by one process per rank, started with torchrun's
   // variables; without them, --simulate predicts it (process k's devices on host k) and stops.
   const bool across_processes = std::any_of(devices.begin(), devices.end(), [](const auto& d) {
     return graph::DeviceProcess(d.name) >= 0;
   });
-  const bool simulate_only = across_processes && c.simulate && std::getenv("WORLD_SIZE") == nullptr;
+  const bool simulate_only =
+      !c.predict_only && across_processes && c.simulate && std::getenv("WORLD_SIZE") == nullptr;
   if (simulate_only) {
     measurable = false;
     std::cout << "note: the devices span processes and this process has no rank (torchrun's "
@@ -227,15 +237,16 @@ int Evaluate(const Commands& c) {
       std::cout << "note: " << note << '\n';
     }
     if (predicted->valid && !simulated_trace.empty()) {
-      runtime::WriteChromeTrace(simulated_trace, predicted->trace,
-                                "placer evaluate --simulate: " + description);
+      runtime::WriteChromeTrace(
+          simulated_trace, predicted->trace,
+          (c.predict_only ? "placer predict: " : "placer evaluate --simulate: ") + description);
       std::cout << "simulated trace: " << simulated_trace.string() << '\n';
     }
   }
   if (!measurable) {
     if (!predicted->valid) return kExitFailure;
     std::cout << '\n';
-    PrintEvaluation(*predicted, std::cout);
+    PrintEvaluation(*predicted, std::cout, config.model.batch_size);
     return kExitOk;
   }
   runtime::MeasurementOptions options = setup::MeasurementOptionsFor(config);
@@ -258,6 +269,14 @@ int Evaluate(const Commands& c) {
               << " (open in https://ui.perfetto.dev or chrome://tracing)\n";
   }
   return kExitOk;
+}
+
+// `evaluate --simulate` without the measurement, so on GPUs this machine lacks too.
+int Predict(const Commands& c) {
+  Commands predicting = c;
+  predicting.simulate = true;
+  predicting.predict_only = true;
+  return Evaluate(predicting);
 }
 
 int Profile(const Commands& c) {
@@ -372,6 +391,18 @@ void RegisterCommands(CLI::App& app, Commands& c) {
                      "also print the simulator's prediction and the lower bound");
   evaluate->add_flag("--data-parallel", c.data_parallel,
                      "replicate the model on every device, split the minibatch, sum gradients");
+  CLI::App* predict = AddConfigCommand(
+      app, c, "predict",
+      "predict a placement's step time, throughput, device busy time and peak memory with the "
+      "simulator, on any GPUs (simulation.gpu_kind, devices[i].kind), measuring nothing",
+      Predict);
+  predict->add_option(
+      "-p,--placement", c.placement_path,
+      "placement: YAML (op name -> device), or protobuf (.pb, .pbtxt) as search writes");
+  predict->add_option("-d,--device", c.device, "put every op on this device instead");
+  predict->add_option("-t,--trace", c.trace_path, "write the simulated step as a Chrome trace");
+  predict->add_flag("--data-parallel", c.data_parallel,
+                    "replicate the model on every device, split the minibatch, sum gradients");
   CLI::App* profile = AddConfigCommand(
       app, c, "profile", "time every op on every device and the copies between them", Profile);
   profile->add_option("-o,--output", c.output_path,

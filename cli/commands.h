@@ -29,6 +29,7 @@ struct Commands {
   bool data_parallel = false;
   bool resume = false;
   bool simulate = false;
+  bool predict_only = false;  // predict: simulate, never measure
   std::string output_path;
   std::string output_directory;  // search, compare: instead of the config's output.directory
   int epochs = 10;

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <string>
 
 #include "tests/support.h"
@@ -218,6 +219,64 @@ TEST(CliTest, EvaluateSimulatesAClusterLargerThanTheMachineAndWritesItsTrace) {
   std::ifstream in(trace);
   const std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_THAT(json, AllOf(HasSubstr("traceEvents"), HasSubstr("conv1"), HasSubstr("cuda:0")));
+}
+
+// `placer predict`: the simulator's numbers for GPUs of any kind, without measuring: the same
+// prediction `evaluate --simulate` prints, on GPUs the machine lacks even where the config's
+// evaluator measures, with a throughput; a bad kind or precision is answered with the valid ones.
+std::string PredictConfig(const std::string& name, const std::string& evaluator,
+                          const std::string& simulation) {
+  return WriteTemp(name,
+                   "model: {builtin: transformer, batch_size: 32, transformer: {layers: 2}}\n"
+                   "devices: [{name: cuda:0, kind: a100-80gb-sxm}, cuda:1, cuda:2, cuda:3]\n"
+                   "search: {evaluator: " +
+                       evaluator + "}\nsimulation: " + simulation + "\n");
+}
+
+double Milliseconds(const std::string& output, const std::string& pattern) {
+  std::smatch match;
+  EXPECT_TRUE(std::regex_search(output, match, std::regex(pattern))) << pattern << "\n" << output;
+  return match.empty() ? -1 : std::stod(match[1].str());
+}
+
+TEST(CliTest, PredictGivesTheSimulatorsStepOnAnyGpuKindWithoutMeasuring) {
+  if (HasSecondGpu()) GTEST_SKIP() << "the GPUs are real here";
+  const std::string simulation = "{gpu_link: nvlink, gpu_kind: h100-sxm, precision: bf16}";
+  const std::string simulated = PredictConfig("predict_sim.yaml", "simulated", simulation);
+  Result predicted = RunPlacer("predict --config " + simulated + " --data-parallel");
+  ASSERT_EQ(predicted.exit_code, 0) << predicted.output;
+  EXPECT_THAT(predicted.output,
+              AllOf(HasSubstr("throughput"), HasSubstr("cuda:3"),
+                    Not(HasSubstr("simulated / measured")), Not(HasSubstr("median of"))));
+  const double ms = Milliseconds(predicted.output, "predicted step time: ([0-9.]+) ms");
+  // Throughput is the batch over the step time.
+  const double throughput = Milliseconds(predicted.output, "throughput ([0-9.]+) samples/s");
+  EXPECT_NEAR(throughput, 32 / (ms * 1e-3), 0.01 * throughput);
+  Result evaluated = RunPlacer("evaluate --config " + simulated + " --simulate --data-parallel");
+  ASSERT_EQ(evaluated.exit_code, 0) << evaluated.output;
+  EXPECT_EQ(ms, Milliseconds(evaluated.output, "simulated \\(roofline model\\): ([0-9.]+) ms"));
+  // Another precision is another prediction: the kinds and precision reach the simulator.
+  Result fp32 = RunPlacer(
+      "predict --config " +
+      PredictConfig("predict_fp32.yaml", "simulated", "{gpu_link: nvlink, gpu_kind: h100-sxm}") +
+      " --data-parallel");
+  ASSERT_EQ(fp32.exit_code, 0) << fp32.output;
+  EXPECT_GT(Milliseconds(fp32.output, "predicted step time: ([0-9.]+) ms"), ms);
+  // A measuring config: evaluate refuses the absent GPUs, predict does not need them.
+  const std::string measured = PredictConfig("predict_measured.yaml", "measured", simulation);
+  EXPECT_EQ(RunPlacer("evaluate --config " + measured + " --simulate --data-parallel").exit_code,
+            2);
+  Result absent = RunPlacer("predict --config " + measured + " --device cuda:1");
+  ASSERT_EQ(absent.exit_code, 0) << absent.output;
+  EXPECT_THAT(absent.output, HasSubstr("predicted step time: "));
+  for (const auto& [bad, valid] :
+       {std::pair<std::string, std::string>{"{gpu_kind: h300}", "known kinds: a100-40gb-sxm"},
+        {"{precision: fp8}", "expected 'fp32', 'tf32', 'bf16' or 'fp16'"}}) {
+    Result refused =
+        RunPlacer("predict --config " + PredictConfig("predict_bad.yaml", "simulated", bad));
+    EXPECT_EQ(refused.exit_code, 2) << refused.output;
+    EXPECT_THAT(refused.output, HasSubstr(valid));
+  }
 }
 
 // Devices of two processes ("w0/", "w1/"): without torchrun's variables, --simulate predicts the

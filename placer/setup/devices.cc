@@ -9,7 +9,7 @@
 
 namespace placer::setup {
 
-graph::DeviceSet ResolveDevices(const config::Config& config) {
+graph::DeviceSet ResolveDevices(const config::Config& config, bool only_simulated) {
   if (config.devices.automatic) return runtime::DetectDevices();
   std::vector<runtime::DeviceRequest> requests;
   for (const config::DeviceConfig& entry : config.devices.devices) {
@@ -21,7 +21,8 @@ graph::DeviceSet ResolveDevices(const config::Config& config) {
                         .memory_bytes = entry.memory_bytes,
                         .absent_gpu_memory_bytes = kind.memory_bytes});
   }
-  const bool simulated = config.search.evaluator == config::EvaluatorKind::kSimulated;
+  const bool simulated =
+      only_simulated || config.search.evaluator == config::EvaluatorKind::kSimulated;
   try {
     return runtime::ResolveDevices(requests, simulated);
   } catch (const runtime::DeviceUnavailable& error) {

@@ -11,6 +11,8 @@ namespace placer::setup {
 // the file, key and line, unless the config's evaluator is the simulator, which may place on
 // clusters larger than the machine (an absent GPU then gets the configured memory, or its GPU
 // kind's: devices[i].kind, else simulation.gpu_kind, an H200's 141 GB by default).
-graph::DeviceSet ResolveDevices(const config::Config& config);
+// `only_simulated`: the caller never measures (`placer predict`), so absent GPUs are allowed
+// whatever the evaluator.
+graph::DeviceSet ResolveDevices(const config::Config& config, bool only_simulated = false);
 
 }  // namespace placer::setup
