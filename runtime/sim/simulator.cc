@@ -114,14 +114,6 @@ namespace {
   throw graph::GraphError("the placement does not place every op");
 }
 
-bool IsValidCost(double seconds) { return seconds >= 0 && std::isfinite(seconds); }
-
-[[noreturn]] void ThrowInvalidCost(double seconds, const std::string& what) {
-  throw std::invalid_argument(
-      fmt::format("the cost model gives {} seconds for {}: costs must be non-negative and finite",
-                  seconds, what));
-}
-
 }  // namespace
 
 Simulator::Simulator(const graph::Graph& graph, graph::DeviceSet devices,
@@ -207,73 +199,7 @@ Simulator::Simulator(const graph::Graph& graph, graph::DeviceSet devices,
     }
   }
 
-  op_seconds_.resize(static_cast<size_t>(num_ops_) * static_cast<size_t>(num_devices_));
-  for (OpId id = 0; id < num_ops_; ++id) {
-    for (int d = 0; d < num_devices_; ++d) {
-      const double seconds = cost_model.OpSeconds(graph, id, devices_[d]);
-      if (!IsValidCost(seconds)) {
-        ThrowInvalidCost(seconds,
-                         fmt::format("op '{}' on {}", graph.op(id).name, device_names_[d]));
-      }
-      op_seconds_[static_cast<size_t>(id) * num_devices_ + d] = seconds;
-    }
-  }
-
-  // Transfer times depend on the size only, and a graph has few distinct sizes.
-  std::unordered_map<int64_t, int> class_of_size;
-  std::vector<int64_t> sizes;
-  size_class_.resize(static_cast<size_t>(num_tensors_));
-  for (TensorId t = 0; t < num_tensors_; ++t) {
-    auto [it, inserted] = class_of_size.try_emplace(bytes_[t], static_cast<int>(sizes.size()));
-    if (inserted) sizes.push_back(bytes_[t]);
-    size_class_[t] = it->second;
-  }
-  transfer_seconds_.assign(sizes.size() * static_cast<size_t>(num_channels_), 0.0);
-  for (size_t c = 0; c < sizes.size(); ++c) {
-    for (int from = kHost; from < num_devices_; ++from) {
-      for (int to = 0; to < num_devices_; ++to) {
-        if (from == to) continue;
-        const double seconds = cost_model.TransferSeconds(
-            sizes[c], from == kHost ? nullptr : &devices_[from], devices_[to]);
-        if (!IsValidCost(seconds)) {
-          ThrowInvalidCost(seconds, fmt::format("{} bytes over {}", sizes[c],
-                                                channel_lanes_[Channel(from, to)]));
-        }
-        transfer_seconds_[c * num_channels_ + Channel(from, to)] = seconds;
-      }
-    }
-  }
-  receive_seconds_per_byte_.assign(static_cast<size_t>(num_channels_), 0.0);
-  for (int from = 0; from < num_devices_; ++from) {
-    for (int to = 0; to < num_devices_; ++to) {
-      if (from == to) continue;
-      const double seconds = cost_model.ReceiveSecondsPerByte(devices_[from], devices_[to]);
-      if (!IsValidCost(seconds)) {
-        ThrowInvalidCost(seconds, fmt::format("the receive cost per byte over {}",
-                                              channel_lanes_[Channel(from, to)]));
-      }
-      receive_seconds_per_byte_[Channel(from, to)] = seconds;
-      any_receive_cost_ = any_receive_cost_ || seconds > 0;
-    }
-  }
-  const size_t stride = static_cast<size_t>(num_devices_) + 1;
-  contention_.assign(static_cast<size_t>(num_devices_) * stride, 1.0);
-  for (int d = 0; d < num_devices_; ++d) {
-    kind_of_.push_back(is_cuda_[d]);
-    const auto same_kind =
-        static_cast<int>(std::count_if(devices_.begin(), devices_.end(),
-                                       [&](const auto& e) { return e.type == devices_[d].type; }));
-    for (int busy = 2; busy <= same_kind; ++busy) {
-      const double factor = cost_model.ContentionFactor(devices_[d], busy);
-      if (!IsValidCost(factor) || factor <= 0) {
-        ThrowInvalidCost(factor, fmt::format("the contention factor of {} with {} devices of its "
-                                             "kind busy",
-                                             device_names_[d], busy));
-      }
-      contention_[d * stride + busy] = factor;
-      any_contention_ = any_contention_ || factor != 1;
-    }
-  }
+  TabulateCosts(cost_model);
 }
 
 // What op `op` on `device` pays beyond its profiled time for the inputs that crossed to it from

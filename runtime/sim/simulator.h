@@ -137,6 +137,10 @@ class Simulator {
   struct CopyTask;
   enum class Origin : uint8_t { kProduced, kMinibatch, kParameter, kNone };
 
+  // The constructor's last step (simulator_costs.cc): op_seconds_, transfer_seconds_,
+  // receive_seconds_per_byte_ and contention_ from `cost_model`. Throws std::invalid_argument for
+  // a negative or non-finite cost.
+  void TabulateCosts(const CostModel& cost_model);
   int Channel(int from, int to) const { return (from + 1) * num_devices_ + to; }
   // The worker or stream that performs a copy from device `from` to `to` (see the file comment);
   // the minibatch's copies from host memory are issued by their GPU.
