@@ -200,6 +200,11 @@ struct Config {
   SimulationConfig simulation;
   ClusterConfig cluster;
   OutputConfig output;
+
+  // The kind of the GPU `device`: its devices[i].kind, else simulation.gpu_kind.
+  const std::string& GpuKindOf(const DeviceConfig& device) const {
+    return device.gpu_kind.empty() ? simulation.gpu_kind : device.gpu_kind;
+  }
 };
 
 // Reads and checks a config file. Throws ConfigError naming file, key path and line for unknown

@@ -14,8 +14,7 @@ graph::DeviceSet ResolveDevices(const config::Config& config, bool only_simulate
   std::vector<runtime::DeviceRequest> requests;
   for (const config::DeviceConfig& entry : config.devices.devices) {
     // The config checked the kinds' names.
-    const sim::GpuKind& kind =
-        sim::GpuKindNamed(entry.gpu_kind.empty() ? config.simulation.gpu_kind : entry.gpu_kind);
+    const sim::GpuKind& kind = sim::GpuKindNamed(config.GpuKindOf(entry));
     requests.push_back({.name = entry.name,
                         .threads = entry.threads,
                         .memory_bytes = entry.memory_bytes,

@@ -122,8 +122,7 @@ std::unique_ptr<sim::CostModel> CostModelFor(const config::Config& config) {
                            .nvlink = config.simulation.gpu_link == config::GpuLink::kNvlink};
   for (const config::DeviceConfig& device : config.devices.devices) {
     if (graph::DeviceFromName(device.name).type != graph::DeviceType::kCuda) continue;
-    gpus.device_kinds[device.name] =
-        device.gpu_kind.empty() ? config.simulation.gpu_kind : device.gpu_kind;
+    gpus.device_kinds[device.name] = config.GpuKindOf(device);
   }
   sim::RooflineCostModel roofline = sim::RooflineForGpuKinds(options, gpus);
   if (config.simulation.profile.empty()) return std::make_unique<sim::RooflineCostModel>(roofline);
