@@ -116,6 +116,9 @@ GroupFeatures ComputeGroupFeatures(const Graph& graph, const Grouping& grouping)
     for (int to : readers) traffic[{from, to}] += tensor.bytes();
   }
   for (const auto& [pair, bytes] : traffic) f.edges.push_back({pair.first, pair.second, bytes});
+  f.flops = std::move(flops);
+  f.output_bytes = std::move(bytes);
+  f.param_bytes = std::move(param_bytes);
   return f;
 }
 

@@ -26,6 +26,9 @@ struct GroupFeatures {
   // The group DAG with its traffic, by (from, to): where a group's producers and consumers are
   // placed is an input of the policy that depends on the placement being decoded.
   std::vector<GroupEdge> edges;
+  // Per group, raw: FLOPs of its forward, backward and update ops, bytes its forward ops write,
+  // and bytes of the parameters they read (what edit features estimate loads and traffic from).
+  std::vector<double> flops, output_bytes, param_bytes;
 };
 GroupFeatures ComputeGroupFeatures(const Graph& graph, const Grouping& grouping);
 
