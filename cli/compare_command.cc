@@ -91,21 +91,24 @@ int RunCompareCommand(const Commands& c) {
   for (const setup::Baseline& b : setup->baselines) {
     pending.push_back({Kind::kBaseline, b.name, b.candidate, b.error, b.seconds_to_produce});
   }
-  const search::SearchProblem problem{setup->simulated.get(), setup->features, setup->WarmStarts()};
+  const search::SearchProblem problem = setup->Problem();
   // A search's planning time includes the set-up it needs: the models at every replica count,
   // the profiles (measured) and the baselines it starts from.
   const double baselines_seconds = setup->setup_seconds;
-  auto run = [&](const std::string& what, bool policy, bool refinement) {
-    search::SearchOptions options = setup::SearchOptionsFor(*setup);
+  const search::SearchOptions configured = setup::SearchOptionsFor(*setup);
+  auto run = [&](const std::string& what, bool policy, bool refinement,
+                 search::EditProposal edits) {
+    search::SearchOptions options = configured;
     options.use_policy = policy;
     options.use_refinement = refinement;
+    options.edit_proposal = edits;
     std::cout << fmt::format("search: {}\n", what) << std::flush;
     return search::RunSearch(problem, options, nullptr);
   };
   // The searches: the policy with refinement (the answer), and, to show what each part adds,
   // the policy alone and refinement alone (from the best baseline), each with the same budget.
-  const search::SearchOutcome learned =
-      run("policy and refinement", config.search.policy, config.search.refinement);
+  const search::SearchOutcome learned = run("policy and refinement", config.search.policy,
+                                            config.search.refinement, configured.edit_proposal);
   auto add_search = [&](Kind kind, const std::string& method,
                         const search::SearchOutcome& outcome) {
     pending.push_back({kind, method,
@@ -113,9 +116,19 @@ int RunCompareCommand(const Commands& c) {
                        "no valid placement found", outcome.wall_seconds + baselines_seconds,
                        outcome.evaluations, true});
   };
+  // Refinement alone draws its edits uniformly: with another proposer configured, a row of its
+  // own shows what the proposer adds to the same refinement.
+  const bool screened = configured.edit_proposal != search::EditProposal::kUniform;
   if (config.search.policy && config.search.refinement) {
-    add_search(Kind::kAblation, "policy alone", run("the policy alone", true, false));
-    add_search(Kind::kAblation, "refinement alone", run("refinement alone", false, true));
+    add_search(Kind::kAblation, "policy alone",
+               run("the policy alone", true, false, configured.edit_proposal));
+    add_search(Kind::kAblation, "refinement alone",
+               run("refinement alone", false, true, search::EditProposal::kUniform));
+  }
+  if (screened && config.search.refinement) {
+    const std::string name = fmt::format("refinement alone, {} edits",
+                                         search::EditProposalName(configured.edit_proposal));
+    add_search(Kind::kAblation, name, run(name, false, true, configured.edit_proposal));
   }
   const search::SearchOutcome random =
       search::RandomSearch(*setup->simulated, std::max(1, learned.evaluations), config.search.seed);

@@ -125,7 +125,7 @@ int RunSearchCommand(const Commands& c) {
   }
   search::SearchOptions options = setup::SearchOptionsFor(*setup);
   options.stop_requested = &g_stop_requested;
-  const search::SearchProblem problem{setup->simulated.get(), setup->features, setup->WarmStarts()};
+  const search::SearchProblem problem = setup->Problem();
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   search::SearchOutcome outcome;

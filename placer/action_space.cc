@@ -109,6 +109,12 @@ int ActionSpace::SingleDeviceOption(int device) const {
   return device;  // width 1 comes first, one option per device in order
 }
 
+Candidate ActionSpace::FromGroupDevices(const std::vector<int>& group_devices) const {
+  Candidate candidate{1, {}};
+  for (int device : group_devices) candidate.options.push_back(SingleDeviceOption(device));
+  return candidate;
+}
+
 int ActionSpace::SpreadOption(int replicas) const {
   int best = 0;
   for (int i = 0; i < num_options(); ++i) {

@@ -117,6 +117,8 @@ class ActionSpace {
 
   // The option {device}.
   int SingleDeviceOption(int device) const;
+  // The one-replica candidate that puts group g on device group_devices[g] (a baseline's answer).
+  Candidate FromGroupDevices(const std::vector<int>& group_devices) const;
   // The widest option allowed with `replicas` replicas starting at device 0: data parallelism when
   // every group takes it.
   int SpreadOption(int replicas) const;

@@ -1,6 +1,7 @@
 #include "placer/refiner.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <set>
 #include <sstream>
@@ -14,7 +15,8 @@ Refiner::Refiner(const ActionSpace& space, const graph::GroupFeatures& features,
       options_(options),
       num_groups_(static_cast<int>(features.type_ids.size())),
       neighbours_(static_cast<size_t>(num_groups_)),
-      rng_(seed ^ 0x5851f42d4c957f2dull) {
+      rng_(seed ^ 0x5851f42d4c957f2dull),
+      features_(features) {
   for (const graph::GroupEdge& e : features.edges) {
     neighbours_[static_cast<size_t>(e.from)].push_back(e.to);
     neighbours_[static_cast<size_t>(e.to)].push_back(e.from);
@@ -201,32 +203,40 @@ Candidate Refiner::Edit(const Candidate& candidate, const std::vector<double>& b
       case 0:
       case 1:
       case 2:
+        last_kind_ = EditKind::kMoveGroup;
         MoveGroup(c);
         break;
       case 3:
+        last_kind_ = EditKind::kSwapSegments;
         SwapSegments(c);
         break;
       case 4:
       case 5:
+        last_kind_ = EditKind::kShiftBoundary;
         ShiftBoundary(c);
         break;
       case 6:
       case 7:
+        last_kind_ = EditKind::kMoveBand;
         MoveBand(c);
         break;
       case 8:
       case 9:
       case 10:
+        last_kind_ = EditKind::kMoveSegment;
         MoveSegment(c);
         break;
       case 11:
       case 12:
+        last_kind_ = EditKind::kRebalance;
         Rebalance(c, busy);
         break;
       case 13:
+        last_kind_ = EditKind::kChangeReplicas;
         ChangeReplicas(c);
         break;
       default:
+        last_kind_ = EditKind::kChangePipeline;
         ChangePipeline(c);
         break;
     }
@@ -242,16 +252,11 @@ RefineOutcome Refiner::Run(const Candidate& start, const Judgement& start_judgem
   Judgement now = start_judgement;
   int stalled = 0;
   for (; outcome.rounds < rounds && !stop(); ++outcome.rounds) {
-    std::vector<Candidate> neighbours;
-    std::set<std::string> seen{KeyOf(current)};
-    for (int i = 0; i < options_.neighbours_per_round * 4 &&
-                    static_cast<int>(neighbours.size()) < options_.neighbours_per_round;
-         ++i) {
-      Candidate n = Edit(current, now.busy);
-      if (seen.insert(KeyOf(n)).second) neighbours.push_back(std::move(n));
-    }
+    std::vector<EditFeatureRow> rows;
+    std::vector<Candidate> neighbours = Neighbours(current, now, rows);
     if (neighbours.empty()) break;
     std::vector<Judgement> judged = judge(neighbours);
+    if (!rows.empty()) Learn(rows, now, judged);
     size_t best = 0;
     for (size_t i = 1; i < judged.size(); ++i) {
       if (judged[i].seconds < judged[best].seconds) best = i;
@@ -278,6 +283,70 @@ RefineOutcome Refiner::Run(const Candidate& start, const Judgement& start_judgem
     stalled = 0;
   }
   return outcome;
+}
+
+void Refiner::SetGuide(EditGuide guide) {
+  guide_ = std::move(guide);
+  estimator_.reset();
+  if (guide_.active()) {
+    estimator_ = std::make_unique<EditEstimator>(space_, features_, guide_.seconds_per_byte);
+  }
+}
+
+std::vector<Candidate> Refiner::Neighbours(const Candidate& current, const Judgement& now,
+                                           std::vector<EditFeatureRow>& rows) {
+  const int wanted = options_.neighbours_per_round;
+  const int drawn = guide_.scorer != nullptr ? wanted * std::max(1, guide_.screening) : wanted;
+  std::vector<Candidate> neighbours;
+  std::vector<EditKind> kinds;
+  std::set<std::string> seen{KeyOf(current)};
+  for (int i = 0; i < drawn * 4 && static_cast<int>(neighbours.size()) < drawn; ++i) {
+    Candidate n = Edit(current, now.busy);
+    if (seen.insert(KeyOf(n)).second) {
+      neighbours.push_back(std::move(n));
+      kinds.push_back(last_kind_);
+    }
+  }
+  if (estimator_ == nullptr || neighbours.empty() || !std::isfinite(now.seconds)) return neighbours;
+  estimator_->SetCurrent(current, now.seconds, now.busy);
+  std::vector<EditFeatureRow> all;
+  all.reserve(neighbours.size());
+  for (size_t i = 0; i < neighbours.size(); ++i) {
+    all.push_back(estimator_->Features(neighbours[i], kinds[i]));
+  }
+  if (guide_.scorer == nullptr || static_cast<int>(neighbours.size()) <= wanted) {
+    rows = std::move(all);
+    return neighbours;
+  }
+  // The best predicted, then a few of the rest uniformly.
+  const std::vector<double> predicted = guide_.scorer->Predict(all);
+  std::vector<size_t> order(neighbours.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return predicted[a] < predicted[b]; });
+  const auto explored = static_cast<size_t>(guide_.explore_share * wanted);
+  const size_t best = static_cast<size_t>(wanted) - explored;
+  std::shuffle(order.begin() + static_cast<std::ptrdiff_t>(best), order.end(), rng_);
+  std::vector<Candidate> chosen;
+  for (size_t k = 0; k < static_cast<size_t>(wanted); ++k) {
+    chosen.push_back(std::move(neighbours[order[k]]));
+    rows.push_back(all[order[k]]);
+  }
+  return chosen;
+}
+
+void Refiner::Learn(const std::vector<EditFeatureRow>& rows, const Judgement& now,
+                    const std::vector<Judgement>& judged) {
+  std::vector<double> changes;
+  changes.reserve(judged.size());
+  for (const Judgement& j : judged) {
+    changes.push_back(
+        std::isfinite(j.seconds) && j.seconds > 0
+            ? std::clamp(std::log(j.seconds / now.seconds), -kMaxLogChange, kMaxLogChange)
+            : kInvalidLogChange);
+  }
+  if (guide_.record) guide_.record(rows, changes);
+  if (guide_.scorer != nullptr) guide_.scorer->Observe(rows, changes);
 }
 
 std::string Refiner::SaveState() const {

@@ -18,12 +18,15 @@
 //     spread),
 //   - change the pipeline (where the space has micro-batch counts): another micro-batch count or
 //     schedule, with one replica (the stages stay: each group keeps its device).
+// With an EditGuide (edit_proposer.h) each round draws more edits than it judges and judges the
+// ones its scorer ranks best (and a few others).
 // After `patience` rounds without progress it kicks: a few random edits of the best candidate, and
 // the descent goes on from there (iterated local search). Torch-free and deterministic for a seed.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -31,6 +34,8 @@
 #include "graph/group_features.h"
 #include "graph/grouping.h"
 #include "placer/action_space.h"
+#include "placer/edit_features.h"
+#include "placer/edit_proposer.h"
 
 namespace placer::search {
 
@@ -65,6 +70,9 @@ class Refiner {
   RefineOutcome Run(const Candidate& start, const Judgement& start_judgement, int rounds,
                     const JudgeBatch& judge, const std::function<bool()>& stop);
 
+  // Screens this refiner's edits from now on (an inactive guide: uniform edits again).
+  void SetGuide(EditGuide guide);
+
   // One random edit of `candidate`, whose devices were busy for `busy` (may be empty); never
   // returns it unchanged when another candidate exists.
   Candidate Edit(const Candidate& candidate, const std::vector<double>& busy = {});
@@ -75,6 +83,12 @@ class Refiner {
 
  private:
   int RandomAllowedOption(int replicas);
+  // This round's neighbours of `current`: uniform, or screened by the guide. `rows`: their edit
+  // features when the guide is active.
+  std::vector<Candidate> Neighbours(const Candidate& current, const Judgement& now,
+                                    std::vector<EditFeatureRow>& rows);
+  void Learn(const std::vector<EditFeatureRow>& rows, const Judgement& now,
+             const std::vector<Judgement>& judged);
   void MoveGroup(Candidate& c);
   void SwapSegments(Candidate& c);
   void ShiftBoundary(Candidate& c);
@@ -93,6 +107,10 @@ class Refiner {
   int num_groups_;
   std::vector<std::vector<int>> neighbours_;  // per group: producers and consumers
   std::mt19937_64 rng_;
+  EditKind last_kind_ = EditKind::kMoveGroup;  // of the last Edit
+  EditGuide guide_;
+  std::unique_ptr<EditEstimator> estimator_;  // with an active guide
+  graph::GroupFeatures features_;             // what the estimator is built from
 };
 
 }  // namespace placer::search

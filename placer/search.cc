@@ -10,6 +10,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "placer/edit_model.h"
 #include "placer/run_directory.h"
 
 namespace placer::search {
@@ -40,7 +41,17 @@ class Loop {
         evaluator_(*problem.evaluator),
         learner_(problem.features, evaluator_.space(), options.policy, options.learner,
                  options.seed),
-        refiner_(evaluator_.space(), problem.features, options.refiner, options.seed) {}
+        refiner_(evaluator_.space(), problem.features, options.refiner, options.seed) {
+    if (options.edit_proposal == EditProposal::kUniform) return;
+    if (options.edit_proposal == EditProposal::kEstimate) {
+      scorer_ = std::make_unique<EstimateScorer>();
+    } else {
+      scorer_ = EditModel::Load(options.edit_model_file);
+    }
+    refiner_.SetGuide({.scorer = scorer_.get(),
+                       .screening = options.edit_screening,
+                       .seconds_per_byte = problem.seconds_per_byte});
+  }
 
   SearchOutcome Run();
 
@@ -85,6 +96,7 @@ class Loop {
   const CandidateEvaluator& evaluator_;
   Learner learner_;
   Refiner refiner_;
+  std::unique_ptr<EditScorer> scorer_;  // null: uniform edits
   Clock::time_point start_ = Clock::now();
 
   // Saved with checkpoints (the cache is rebuilt from the log).
@@ -283,7 +295,8 @@ void Loop::SaveCheckpoint() {
                           {"elite", elite},
                           {"recent", recent_ ? ToJson(*recent_) : nlohmann::json()},
                           {"curve", curve},
-                          {"refiner", refiner_.SaveState()}};
+                          {"refiner", refiner_.SaveState()},
+                          {"edit_scorer", scorer_ ? scorer_->SaveState() : std::string()}};
   dir_->Checkpoint(learner_, std::move(state),
                    elite_.empty() ? std::nullopt : std::optional(elite_.front()));
 }
@@ -309,6 +322,7 @@ void Loop::Restore() {
     curve_.push_back({c[0], c[1], c[2], best < 0 ? kInfinity : best, c[4]});
   }
   refiner_.LoadState(s.at("refiner"));
+  if (scorer_ && s.contains("edit_scorer")) scorer_->LoadState(s.at("edit_scorer"));
   for (const LogRow& row : resumed.rows) {
     cache_[KeyOf(row.candidate)] = {row.valid, row.seconds, row.reason, {}};
   }

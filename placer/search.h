@@ -13,6 +13,7 @@
 #pragma once
 
 #include <atomic>
+#include <filesystem>
 #include <limits>
 #include <optional>
 #include <string>
@@ -22,6 +23,7 @@
 #include "graph/grouping.h"
 #include "placer/action_space.h"
 #include "placer/candidate_evaluator.h"
+#include "placer/edit_proposer.h"
 #include "placer/learner.h"
 #include "placer/policy.h"
 #include "placer/refiner.h"
@@ -57,6 +59,11 @@ struct SearchOptions {
   PolicyOptions policy;
   LearnerOptions learner;
   RefinerOptions refiner;
+  // Which of refinement's edits get judged (edit_proposer.h): uniform, the hand-written estimate,
+  // or the learned scorer of `edit_model_file` (which keeps learning from the run's judgements).
+  EditProposal edit_proposal = EditProposal::kUniform;
+  std::filesystem::path edit_model_file;
+  int edit_screening = 4;                             // edits drawn per edit judged
   int checkpoint_every = 10;                          // policy steps
   const std::atomic<bool>* stop_requested = nullptr;  // set by SIGINT/SIGTERM: checkpoint, stop
 };
@@ -87,6 +94,7 @@ struct SearchProblem {
   const CandidateEvaluator* evaluator = nullptr;
   graph::GroupFeatures features;
   std::vector<NamedCandidate> warm_starts;
+  double seconds_per_byte = 0;  // a typical link between the devices (EditGuide); 0: unknown
 };
 
 // `run_dir`: where outputs and checkpoints go (nullptr: nowhere, nothing to resume).

@@ -39,6 +39,8 @@ std::string FormatError(const std::string& file, int line, int column, const std
 constexpr std::array kEvaluatorNames = {
     Named<EvaluatorKind>{EvaluatorKind::kMeasured, "measured"},
     Named<EvaluatorKind>{EvaluatorKind::kSimulated, "simulated"}};
+// placer/edit_proposer.h's proposers (the search library, which the config does not link).
+constexpr std::array<std::string_view, 3> kEditProposerNames = {"uniform", "estimate", "learned"};
 constexpr std::array kGpuLinkNames = {Named<GpuLink>{GpuLink::kPcie, "pcie"},
                                       Named<GpuLink>{GpuLink::kNvlink, "nvlink"}};
 // graph/grouping.h names its methods; the table lists which of them a config may choose.
@@ -261,7 +263,8 @@ SearchConfig ReadSearch(const Value& value) {
               "learning_rate", "entropy_weight",    "ppo_epochs",        "hidden_size",
               "temperature",   "tanh_clip",         "replicas",          "policy",
               "refinement",    "refinement_rounds", "verify_candidates", "grouping",
-              "max_groups",    "micro_batches",     "verify_rounds",     "verify_max_rounds"});
+              "max_groups",    "micro_batches",     "verify_rounds",     "verify_max_rounds",
+              "edit_proposer", "edit_model",        "edit_screening"});
   SearchConfig search;
   ReadInteger(mapping, "policy_steps", 0, &search.policy_steps);
   ReadInteger(mapping, "samples_per_step", 2, &search.samples_per_step);
@@ -298,6 +301,20 @@ SearchConfig ReadSearch(const Value& value) {
         ->Fail("the search needs the policy or refinement (or both)");
   }
   ReadInteger(mapping, "refinement_rounds", 0, &search.refinement_rounds);
+  if (const Value* proposer = mapping.Find("edit_proposer")) {
+    search.edit_proposer = ToString(*proposer);
+    if (std::find(kEditProposerNames.begin(), kEditProposerNames.end(), search.edit_proposer) ==
+        kEditProposerNames.end()) {
+      proposer->Fail(fmt::format("unknown edit proposer '{}' (one of: {})", search.edit_proposer,
+                                 fmt::join(kEditProposerNames, ", ")));
+    }
+  }
+  if (const Value* model = mapping.Find("edit_model")) search.edit_model = ToString(*model);
+  if (search.edit_proposer == "learned" && search.edit_model.empty()) {
+    mapping.Find("edit_proposer")
+        ->Fail("the learned proposer needs search.edit_model (a file `placer pretrain` wrote)");
+  }
+  ReadInteger(mapping, "edit_screening", 1, &search.edit_screening);
   ReadInteger(mapping, "verify_candidates", 1, &search.verify_candidates);
   // Two rounds at least: one gives no interval to tell a tie from a win.
   ReadInteger(mapping, "verify_rounds", 2, &search.verify_rounds);

@@ -128,7 +128,13 @@ struct SearchConfig {
   bool policy = true;            // search.policy: learn with the policy (PPO, self-imitation)
   bool refinement = true;        // search.refinement: refine by local search on the simulator
   int refinement_rounds = 1000;  // search.refinement_rounds: most rounds of the final refinement
-  int verify_candidates = 5;     // search.verify_candidates: best candidates re-measured (measured)
+  // search.edit_proposer: which of refinement's random edits get judged (placer/edit_proposer.h):
+  // "uniform" (all, as drawn), "estimate" (the hand-written ranking) or "learned" (the scorer
+  // of search.edit_model, trained by `placer pretrain`).
+  std::string edit_proposer = "uniform";
+  std::filesystem::path edit_model;  // search.edit_model: relative to the config's directory
+  int edit_screening = 4;            // search.edit_screening: edits drawn per edit judged
+  int verify_candidates = 5;  // search.verify_candidates: best candidates re-measured (measured)
   // search.verify_rounds: interleaved rounds of every placement in the closing side-by-side
   // (measured); search.verify_max_rounds: the budget, the rounds of the contenders while the
   // fastest is statistically tied with another (placer/paired_comparison.h).

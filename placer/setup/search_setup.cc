@@ -16,6 +16,7 @@
 #include "graph/micro_batches.h"
 #include "placer/baselines/baselines.h"
 #include "placer/baselines/pipeline.h"
+#include "placer/edit_model.h"
 #include "placer/setup/devices.h"
 #include "placer/setup/input_error.h"
 #include "placer/setup/model_factory.h"
@@ -96,13 +97,6 @@ search::Candidate Uniform(int groups, int replicas, int option) {
   return {replicas, std::vector<int>(static_cast<size_t>(groups), option)};
 }
 
-search::Candidate FromGroupDevices(const search::ActionSpace& space,
-                                   const std::vector<int>& group_devices) {
-  search::Candidate candidate{1, {}};
-  for (int device : group_devices) candidate.options.push_back(space.SingleDeviceOption(device));
-  return candidate;
-}
-
 // Every single device, data parallelism over every device, the expert, and every algorithm.
 void AddBaselines(SearchSetup& s, const search::ActionSpace& space) {
   const int groups = s.grouping.num_groups();
@@ -132,7 +126,7 @@ void AddBaselines(SearchSetup& s, const search::ActionSpace& space) {
           graph::ReadPlacementYaml(expert, s.base(), s.names, ExpertFacts(s.config));
       s.baselines.push_back(
           {"expert (" + expert.filename().string() + ")",
-           FromGroupDevices(space, graph::GroupDevices(s.base(), s.grouping, placement)), "", 0});
+           space.FromGroupDevices(graph::GroupDevices(s.base(), s.grouping, placement)), "", 0});
     } catch (const graph::PlacementError& error) {
       s.notes.push_back(
           fmt::format("the expert placement {} is skipped: {}", expert.string(), error.what()));
@@ -144,7 +138,7 @@ void AddBaselines(SearchSetup& s, const search::ActionSpace& space) {
   for (const std::string& name : baselines::BaselineNames()) {
     try {
       baselines::BaselineResult result = baselines::RunBaseline(name, problem);
-      s.baselines.push_back({result.algorithm, FromGroupDevices(space, result.group_devices), "",
+      s.baselines.push_back({result.algorithm, space.FromGroupDevices(result.group_devices), "",
                              result.seconds_to_place});
     } catch (const baselines::BaselineError& error) {
       s.baselines.push_back({name, std::nullopt, error.what(), 0});
@@ -178,7 +172,7 @@ void AddScaledOut(SearchSetup& s, const search::ActionSpace& space) {
       try {
         const baselines::BaselineResult result = baselines::RunBaseline(name, problem);
         add(fmt::format("{} on {} devices", result.algorithm, k),
-            FromGroupDevices(space, result.group_devices));
+            space.FromGroupDevices(result.group_devices));
       } catch (const baselines::BaselineError& error) {
         // A baseline that cannot place the model on k devices gives no warm start there.
         s.notes.push_back(fmt::format("no {}-replica warm start from {} on {} devices: {}",
@@ -201,7 +195,7 @@ void AddPipelineStarts(SearchSetup& s, const search::ActionSpace& space) {
     return;
   }
   const search::Candidate cut =
-      FromGroupDevices(space, graph::GroupDevices(s.base(), s.grouping, stages.placement));
+      space.FromGroupDevices(graph::GroupDevices(s.base(), s.grouping, stages.placement));
   for (const search::StepShape& shape : space.shapes()) {
     if (shape.micro_batches == 1) continue;
     s.pipelined.push_back({fmt::format("pipeline (contiguous stages), M = {}, {}",
@@ -349,6 +343,7 @@ std::unique_ptr<SearchSetup> BuildSearchSetup(const config::Config& config, std:
   const auto start = std::chrono::steady_clock::now();
   auto s = std::make_unique<SearchSetup>();
   s->config = config;
+  EditModelFileOf(config);  // a learned scorer that cannot be read is refused before any work
   s->devices = setup::ResolveDevices(config);
   s->names = graph::DeviceNames(s->devices);
   const bool measured = config.search.evaluator == config::EvaluatorKind::kMeasured;
@@ -464,6 +459,24 @@ std::unique_ptr<SearchSetup> BuildSearchSetup(const config::Config& config, std:
   return s;
 }
 
+std::filesystem::path EditModelFileOf(const config::Config& config) {
+  if (config.search.edit_proposer != "learned") return {};
+  const std::filesystem::path& file = config.search.edit_model;
+  std::filesystem::path resolved = file.is_relative() ? config.source.parent_path() / file : file;
+  try {
+    search::EditModel::Load(resolved);
+  } catch (const std::runtime_error& error) {
+    throw InputError(
+        fmt::format("{}: search.edit_model: {}", config.source.string(), error.what()));
+  }
+  return resolved;
+}
+
+search::SearchProblem SearchSetup::Problem() const {
+  return {simulated.get(), features, WarmStarts(),
+          costs.empty() ? 0 : sim::TypicalSecondsPerByte(*costs.front(), devices)};
+}
+
 search::SearchOptions SearchOptionsFor(const SearchSetup& setup) {
   const config::SearchConfig& c = setup.config.search;
   search::SearchOptions o;
@@ -483,6 +496,9 @@ search::SearchOptions SearchOptionsFor(const SearchSetup& setup) {
   o.learner.entropy_weight = c.entropy_weight;
   o.learner.samples_per_step = c.samples_per_step;
   o.learner.epochs = c.ppo_epochs;
+  o.edit_proposal = search::ParseEditProposal(c.edit_proposer);
+  o.edit_screening = c.edit_screening;
+  o.edit_model_file = EditModelFileOf(setup.config);
   return o;
 }
 

@@ -71,6 +71,9 @@ struct SearchSetup {
   const search::CandidateEvaluator& judge() const { return measured ? *measured : *simulated; }
   // The valid baselines and the scaled-out ones, one per distinct candidate.
   std::vector<search::NamedCandidate> WarmStarts() const;
+  // What the search searches: the simulated judge, the groups' features, the warm starts and the
+  // typical link.
+  search::SearchProblem Problem() const;
 };
 
 // "models of 1/2/4 replicas (2,736/5,580/11,268 ops) and of 1 replica in 2/4 micro-batches
@@ -104,6 +107,10 @@ std::string GroupingName(const config::Config& config);
 // is what search.max_wall_seconds leaves after the set-up, which planning includes (a tenth of
 // it at least).
 search::SearchOptions SearchOptionsFor(const SearchSetup& setup);
+// The learned proposer's scorer file (search.edit_model, relative to the config's directory),
+// checked by loading it; empty unless search.edit_proposer is "learned". Throws InputError naming
+// the config, the key and the file when it cannot be read or is of another version or shape.
+std::filesystem::path EditModelFileOf(const config::Config& config);
 search::RunIdentity RunIdentityFor(const SearchSetup& setup);
 
 // The warm starts that are no baseline's row, for the final side-by-side judgement: `scaled_out`,

@@ -528,4 +528,10 @@ double RingAllReduceSeconds(int64_t bytes, int devices, const LinkSpec& link) {
          2.0 * (n - 1) * link.latency_seconds;
 }
 
+double TypicalSecondsPerByte(const CostModel& costs, const graph::DeviceSet& devices) {
+  if (devices.size() < 2) return 0;
+  constexpr int64_t kBytes = 64 << 20;
+  return costs.TransferSeconds(kBytes, &devices[0], devices[1]) / static_cast<double>(kBytes);
+}
+
 }  // namespace placer::sim

@@ -47,6 +47,10 @@ class CostModel {
   virtual double ContentionFactor(const graph::Device& /*device*/, int /*busy*/) const { return 1; }
 };
 
+// A typical link's seconds per byte: a 64 MiB copy between the first two devices (0 with one
+// device). What the search's edit features price traffic at (placer/edit_features.h).
+double TypicalSecondsPerByte(const CostModel& costs, const graph::DeviceSet& devices);
+
 // Devices of one kind on one host share what lies beyond their own cores or SMs: CPU workers
 // share caches, memory bandwidth and possibly physical cores (two vCPUs may be hyper-threads of
 // one), GPUs share PCIe root complexes and host memory. So an op runs slower while other devices

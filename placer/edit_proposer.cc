@@ -1,0 +1,32 @@
+#include "placer/edit_proposer.h"
+
+#include <stdexcept>
+
+namespace placer::search {
+
+const std::vector<std::string_view>& EditProposalNames() {
+  static const std::vector<std::string_view> names = {"uniform", "estimate", "learned"};
+  return names;
+}
+
+std::string_view EditProposalName(EditProposal proposal) {
+  return EditProposalNames()[static_cast<size_t>(proposal)];
+}
+
+EditProposal ParseEditProposal(std::string_view name) {
+  const std::vector<std::string_view>& names = EditProposalNames();
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == name) return static_cast<EditProposal>(i);
+  }
+  throw std::invalid_argument("unknown edit proposer '" + std::string(name) +
+                              "' (uniform, estimate or learned)");
+}
+
+std::vector<double> EstimateScorer::Predict(const std::vector<EditFeatureRow>& rows) {
+  std::vector<double> scores;
+  scores.reserve(rows.size());
+  for (const EditFeatureRow& row : rows) scores.push_back(EditEstimator::EstimatedLogChange(row));
+  return scores;
+}
+
+}  // namespace placer::search

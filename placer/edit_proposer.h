@@ -1,0 +1,63 @@
+// Which of the refiner's random edits get judged. The refiner (refiner.h) draws its edits
+// uniformly; with a scorer it draws `screening` times as many, scores each by what it is
+// predicted to do to the step time (edit_features.h), and judges the most promising, plus a few
+// of the rest drawn uniformly so that the scorer keeps seeing what it ranks low. A judged edit's
+// outcome goes back to the scorer (a learned one keeps learning from the run's own rewards) and
+// to whoever records them (pretraining's labels).
+//   - uniform: no scorer, the refiner as it always was (the default);
+//   - estimate: the hand-written control, EditEstimator::EstimatedLogChange (the busiest device's
+//     load and the traffic's seconds);
+//   - learned: a network trained across graphs (edit_model.h).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "placer/edit_features.h"
+
+namespace placer::search {
+
+enum class EditProposal { kUniform, kEstimate, kLearned };
+// "uniform", "estimate", "learned"; ParseEditProposal throws std::invalid_argument naming the
+// text and the choices.
+std::string_view EditProposalName(EditProposal proposal);
+EditProposal ParseEditProposal(std::string_view name);
+const std::vector<std::string_view>& EditProposalNames();
+
+class EditScorer {
+ public:
+  virtual ~EditScorer() = default;
+  // Per row, the predicted log(T' / T): the lower, the more promising.
+  virtual std::vector<double> Predict(const std::vector<EditFeatureRow>& rows) = 0;
+  // What the judged rows did (log(T' / T), clipped; an invalid candidate counts as
+  // kInvalidLogChange). Default: nothing.
+  virtual void Observe(const std::vector<EditFeatureRow>& /*rows*/,
+                       const std::vector<double>& /*log_changes*/) {}
+  // What it has learned during a search, as text for the search's checkpoint (empty: nothing).
+  virtual std::string SaveState() const { return {}; }
+  virtual void LoadState(const std::string& /*state*/) {}
+};
+inline constexpr double kInvalidLogChange = 1.0;
+inline constexpr double kMaxLogChange = 1.0;
+
+// The hand-written control.
+class EstimateScorer final : public EditScorer {
+ public:
+  std::vector<double> Predict(const std::vector<EditFeatureRow>& rows) override;
+};
+
+// How the refiner screens its edits; inactive (the uniform refiner) without a scorer and without
+// a recorder.
+struct EditGuide {
+  EditScorer* scorer = nullptr;
+  int screening = 4;            // edits drawn per edit judged
+  double explore_share = 0.25;  // of the judged, drawn uniformly from those ranked lower
+  double seconds_per_byte = 0;  // a typical link (EditEstimator)
+  // Every judged edit's features and outcome, in judging order (may be empty).
+  std::function<void(const std::vector<EditFeatureRow>&, const std::vector<double>&)> record;
+  bool active() const { return scorer != nullptr || static_cast<bool>(record); }
+};
+
+}  // namespace placer::search
