@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 
@@ -18,6 +19,7 @@
 #include "placer/config/config.h"
 #include "placer/setup/devices.h"
 #include "placer/setup/model_factory.h"
+#include "placer/setup/pretraining.h"
 #include "placer/setup/search_setup.h"
 #include "proto/writers.h"
 #include "runtime/device.h"
@@ -365,6 +367,25 @@ int Train(const Commands& c) {
   return kExitOk;
 }
 
+int Pretrain(const Commands& c) {
+  setup::PretrainOptions options;
+  options.iterations = c.pretrain_iterations;
+  options.problems_per_iteration = c.pretrain_problems;
+  options.refine_rounds = c.pretrain_rounds;
+  options.seed = c.pretrain_seed;
+  const std::filesystem::path directory = c.pretrain_directory;
+  try {
+    setup::Pretrain(options, directory, std::cout);
+  } catch (const std::runtime_error& error) {
+    throw InputError(error.what());  // a directory of another run, or unreadable files
+  }
+  std::cout << fmt::format(
+      "edit model: {} (use it with search.edit_proposer: learned, "
+      "search.edit_model: <this file>)\n",
+      (directory / setup::kEditModelFile).string());
+  return kExitOk;
+}
+
 CLI::App* AddConfigCommand(CLI::App& app, Commands& c, const std::string& name,
                            const std::string& help, int (*body)(const Commands&)) {
   CLI::App* sub = app.add_subcommand(name, help);
@@ -448,6 +469,24 @@ void RegisterCommands(CLI::App& app, Commands& c) {
                    "seconds to wait for the search to come up")
       ->capture_default_str();
   worker->callback([&c] { c.run = [&c] { return RunWorkerCommand(c); }; });
+  CLI::App* pretrain = app.add_subcommand(
+      "pretrain",
+      "train the learned edit scorer (search.edit_proposer: learned) across generated models "
+      "and simulated machines, by expert iteration; resumes in the same directory");
+  pretrain->add_option("-o,--output", c.pretrain_directory, "directory of the run")
+      ->capture_default_str();
+  pretrain->add_option("--iterations", c.pretrain_iterations, "expert iterations")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  pretrain->add_option("--problems", c.pretrain_problems, "corpus problems per iteration")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  pretrain->add_option("--rounds", c.pretrain_rounds, "refinement rounds per problem")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  pretrain->add_option("--seed", c.pretrain_seed, "seed of the corpus and the training")
+      ->capture_default_str();
+  pretrain->callback([&c] { c.run = [&c] { return Pretrain(c); }; });
   train->add_option("--max-steps", c.max_steps, "cap on minibatches per epoch (0: all)")
       ->capture_default_str();
 }

@@ -39,6 +39,10 @@ struct Commands {
   std::string master_addr, master_port, world_size, rank;
   double worker_timeout_seconds = 300;
   std::string key_file;  // worker: the search's cluster key (else PLACER_CLUSTER_KEY[_FILE])
+  // pretrain: where, and how much (the rest of setup::PretrainOptions keeps its defaults)
+  std::string pretrain_directory = "runs/pretrain";
+  int pretrain_iterations = 3, pretrain_problems = 30, pretrain_rounds = 12;
+  uint64_t pretrain_seed = 1;
 };
 
 void RegisterCommands(CLI::App& app, Commands& commands);

@@ -151,6 +151,35 @@ TEST(CliTest, CompareEvaluatesEveryMethodAndWritesTheReports) {
   EXPECT_TRUE(std::filesystem::exists(dir / "report.md"));
 }
 
+// `placer pretrain` writes a scorer that `compare` uses for its learned edits, beside
+// refinement alone with uniform edits, so that what the learning adds is a row of the table.
+TEST(CliTest, PretrainWritesTheScorerThatCompareRefinesWith) {
+  auto pretrained = SuiteDir() / "pretrain";
+  Result trained = RunPlacer("pretrain --output " + pretrained.string() +
+                             " --iterations 1 --problems 3 --rounds 2");
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  EXPECT_THAT(trained.output, HasSubstr("iteration 1: "));
+  ASSERT_TRUE(std::filesystem::exists(pretrained / "edit_model.pt")) << trained.output;
+  auto dir = SuiteDir() / "compare_learned_edits";
+  std::string config = WriteTemp("compare_learned_edits.yaml",
+                                 "model:\n  builtin: lenet\n"
+                                 "devices: [cuda:0, cuda:1, cuda:2, cuda:3]\n"
+                                 "search:\n  evaluator: simulated\n  policy_steps: 3\n"
+                                 "  max_wall_seconds: 4\n  edit_proposer: learned\n"
+                                 "  edit_model: " +
+                                     (pretrained / "edit_model.pt").string() +
+                                     "\noutput:\n  directory: " + dir.string() + "\n");
+  Result r = RunPlacer("compare --config " + config);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("refinement alone, learned edits"),
+                              HasSubstr("refinement alone"), HasSubstr("policy alone")));
+  // The same directory under other options: refused as bad input.
+  Result refused = RunPlacer("pretrain --output " + pretrained.string() +
+                             " --iterations 2 --problems 4 --rounds 2");
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_THAT(refused.output, HasSubstr("options differ"));
+}
+
 TEST(CliTest, ProfileFeedsTheSimulatorThatEvaluateCompares) {
   auto dir = SuiteDir() / "profile";
   std::filesystem::create_directories(dir);

@@ -1,0 +1,245 @@
+// Issue 27's protocol for the edit proposers (placer/edit_proposer.h), at equal evaluations.
+//
+//   edit_bench pretrain DIR [ITERATIONS PROBLEMS ROUNDS]   (setup::Pretrain into DIR)
+//   edit_bench heldout MODEL_FILE SEEDS BUDGETS CONFIG...
+//     For every config (the held-out set, bench/RESULTS.md), its warm starts (every baseline)
+//     judged first, then refinement from the best of them, once per arm and seed: uniform edits,
+//     the hand-written estimate, the learned scorer of MODEL_FILE (learning online from the run's
+//     own judgements). BUDGETS ("64,512") are simulator evaluations, the warm starts included;
+//     the best step time within each budget is read off one run per arm and seed. Prints per
+//     config and budget each arm's median over seeds and the learned arm's ratio to the best
+//     non-learned arm per seed, then geometric means and win/tie/loss (0.5% tie band).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <iostream>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "placer/config/config.h"
+#include "placer/edit_model.h"
+#include "placer/refiner.h"
+#include "placer/setup/pretraining.h"
+#include "placer/setup/search_setup.h"
+#include "placer/setup/simulated_problem.h"
+#include "runtime/statistics.h"
+
+namespace {
+
+using namespace placer;
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+std::vector<int> ParseList(const std::string& text) {
+  std::vector<int> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) out.push_back(std::stoi(item));
+  return out;
+}
+
+// Best step time after each evaluation, over one refinement run.
+// What one arm searches.
+struct Problem {
+  std::string name;
+  const search::CandidateEvaluator* evaluator = nullptr;
+  const graph::GroupFeatures* features = nullptr;
+  std::vector<search::Candidate> starts;
+  double seconds_per_byte = 0;
+};
+
+int Screening() {
+  const char* text = std::getenv("EDIT_BENCH_SCREENING");
+  return text != nullptr ? std::stoi(text) : search::EditGuide{}.screening;
+}
+
+std::vector<double> Run(const Problem& p, search::EditProposal arm, const std::string& model_file,
+                        uint64_t seed, int max_evaluations) {
+  const search::CandidateEvaluator& evaluator = *p.evaluator;
+  std::map<std::string, search::Judgement> cache;
+  std::vector<double> best_after;  // [k]: best after k + 1 evaluations
+  double best = kInfinity;
+  auto judge = [&](const std::vector<search::Candidate>& batch) {
+    std::vector<search::Candidate> fresh;
+    std::set<std::string> keys;
+    for (const search::Candidate& c : batch) {
+      if (cache.count(KeyOf(c)) == 0 && keys.insert(KeyOf(c)).second &&
+          static_cast<int>(best_after.size() + fresh.size()) < max_evaluations) {
+        fresh.push_back(c);
+      }
+    }
+    const std::vector<graph::EvaluationResult> results = evaluator.Evaluate(fresh);
+    for (size_t i = 0; i < fresh.size(); ++i) {
+      search::Judgement j{results[i].valid ? results[i].step_seconds : kInfinity, {}};
+      for (const graph::DeviceStats& d : results[i].devices) j.busy.push_back(d.busy_seconds);
+      best = std::min(best, j.seconds);
+      best_after.push_back(best);
+      cache[KeyOf(fresh[i])] = std::move(j);
+    }
+    std::vector<search::Judgement> out;
+    for (const search::Candidate& c : batch) {
+      auto it = cache.find(KeyOf(c));
+      out.push_back(it != cache.end() ? it->second : search::Judgement{kInfinity, {}});
+    }
+    return out;
+  };
+  const std::vector<search::Candidate>& starts = p.starts;
+  const std::vector<search::Judgement> judged = judge(starts);
+  size_t first = 0;
+  for (size_t i = 1; i < judged.size(); ++i) {
+    if (judged[i].seconds < judged[first].seconds) first = i;
+  }
+  search::Refiner refiner(evaluator.space(), *p.features, {}, seed);
+  search::EstimateScorer estimate;
+  std::unique_ptr<search::EditModel> learned;
+  search::EditGuide guide;
+  guide.seconds_per_byte = p.seconds_per_byte;
+  guide.screening = Screening();
+  if (arm == search::EditProposal::kEstimate) guide.scorer = &estimate;
+  if (arm == search::EditProposal::kLearned) {
+    learned = search::EditModel::Load(model_file);
+    guide.scorer = learned.get();
+  }
+  refiner.SetGuide(guide);
+  refiner.Run(starts[first], judged[first], 1 << 20, judge,
+              [&] { return static_cast<int>(best_after.size()) >= max_evaluations; });
+  if (std::getenv("EDIT_BENCH_DEBUG") != nullptr) {
+    fmt::print(stderr, "arm {} seed {}: {} evaluations, best {:.4f} ms (start {:.4f} ms)\n",
+               search::EditProposalName(arm), seed, best_after.size(), best * 1e3,
+               judged[first].seconds * 1e3);
+  }
+  return best_after;
+}
+
+double At(const std::vector<double>& best_after, int budget) {
+  if (best_after.empty()) return kInfinity;
+  return best_after[static_cast<size_t>(std::min<int>(budget, static_cast<int>(best_after.size())) -
+                                        1)];
+}
+
+struct Tally {
+  std::map<int, std::vector<double>> ratios, estimate_ratios;
+  std::map<int, std::array<int, 3>> wins;  // win, tie, loss of learned vs best non-learned
+  int problems = 0;
+};
+
+// Every arm on `p`, `seeds` seeds; prints its table and adds to `tally`.
+void Compare(const Problem& p, const std::string& model_file, int seeds,
+             const std::vector<int>& budgets, Tally& tally) {
+  const int max_budget = *std::max_element(budgets.begin(), budgets.end());
+  const std::vector<search::EditProposal> arms = {search::EditProposal::kUniform,
+                                                  search::EditProposal::kEstimate,
+                                                  search::EditProposal::kLearned};
+  double baseline = kInfinity;
+  for (const graph::EvaluationResult& r : p.evaluator->Evaluate(p.starts)) {
+    if (r.valid) baseline = std::min(baseline, r.step_seconds);
+  }
+  fmt::print("\n{} ({} groups, {} warm starts, best of them {:.3f} ms)\n", p.name,
+             p.evaluator->num_groups(), p.starts.size(), baseline * 1e3);
+  std::vector<std::vector<std::vector<double>>> curves(arms.size());  // [arm][seed]
+  for (int seed = 1; seed <= seeds; ++seed) {
+    for (size_t arm = 0; arm < arms.size(); ++arm) {
+      curves[arm].push_back(Run(p, arms[arm], model_file, static_cast<uint64_t>(seed), max_budget));
+    }
+  }
+  fmt::print("{:>6} {:>12} {:>12} {:>12} {:>10} {:>10}\n", "E", "uniform ms", "estimate ms",
+             "learned ms", "L/best-NL", "E/uniform");
+  for (int budget : budgets) {
+    std::vector<double> median(arms.size()), per_seed_ratio, per_seed_estimate;
+    for (size_t arm = 0; arm < arms.size(); ++arm) {
+      std::vector<double> at;
+      for (const auto& c : curves[arm]) at.push_back(At(c, budget));
+      median[arm] = runtime::Median(at);
+    }
+    for (size_t seed = 0; seed < static_cast<size_t>(seeds); ++seed) {
+      const double u = At(curves[0][seed], budget), e = At(curves[1][seed], budget),
+                   l = At(curves[2][seed], budget);
+      per_seed_ratio.push_back(l / std::min(u, e));
+      per_seed_estimate.push_back(e / u);
+    }
+    const double ratio = runtime::Median(per_seed_ratio);
+    tally.ratios[budget].push_back(ratio);
+    tally.estimate_ratios[budget].push_back(runtime::Median(per_seed_estimate));
+    ++tally.wins[budget][ratio < 0.995 ? 0 : ratio <= 1.005 ? 1 : 2];
+    fmt::print("{:>6} {:>12.3f} {:>12.3f} {:>12.3f} {:>10.3f} {:>10.3f}\n", budget, median[0] * 1e3,
+               median[1] * 1e3, median[2] * 1e3, ratio, runtime::Median(per_seed_estimate));
+  }
+  ++tally.problems;
+  std::fflush(stdout);
+}
+
+void Summarise(const Tally& tally, int seeds, const std::vector<int>& budgets) {
+  fmt::print("\nover {} problems, {} seeds each (median over seeds per problem):\n", tally.problems,
+             seeds);
+  fmt::print("{:>6} {:>24} {:>25} {:>14} {:>8}\n", "E", "geomean learned/best-NL",
+             "geomean estimate/uniform", "win/tie/loss", "worst");
+  auto geomean = [](const std::vector<double>& v) {
+    double sum = 0;
+    for (double x : v) sum += std::log(x);
+    return std::exp(sum / static_cast<double>(v.size()));
+  };
+  for (int budget : budgets) {
+    const auto& w = tally.wins.at(budget);
+    const auto& r = tally.ratios.at(budget);
+    fmt::print("{:>6} {:>24.3f} {:>25.3f} {:>14} {:>8.3f}\n", budget, geomean(r),
+               geomean(tally.estimate_ratios.at(budget)), fmt::format("{}/{}/{}", w[0], w[1], w[2]),
+               *std::max_element(r.begin(), r.end()));
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 3 && std::string(argv[1]) == "pretrain") {
+    setup::PretrainOptions o;
+    if (argc > 3) o.iterations = std::stoi(argv[3]);
+    if (argc > 4) o.problems_per_iteration = std::stoi(argv[4]);
+    if (argc > 5) o.refine_rounds = std::stoi(argv[5]);
+    setup::Pretrain(o, argv[2], std::cout);
+    return 0;
+  }
+  if (argc >= 7 && std::string(argv[1]) == "validate") {
+    const std::string model_file = argv[2];
+    const int seeds = std::stoi(argv[3]);
+    const std::vector<int> budgets = ParseList(argv[4]);
+    const int problems = std::stoi(argv[5]);
+    setup::PretrainOptions o;
+    o.seed = 1'000'003;  // never a pretraining seed of the shipped command
+    o.max_groups = std::stoi(argv[6]);
+    o.max_blocks = 4 * o.max_groups;
+    o.min_blocks = o.max_groups / 2;
+    Tally tally;
+    for (int i = 0; i < problems; ++i) {
+      const setup::CorpusProblem corpus = setup::CorpusProblemFor(o, 0, i);
+      const setup::CorpusInstance instance(corpus, o);
+      Compare({corpus.Describe(), instance.problem->evaluator.get(), &instance.problem->features,
+               instance.starts, instance.seconds_per_byte},
+              model_file, seeds, budgets, tally);
+    }
+    Summarise(tally, seeds, budgets);
+    return 0;
+  }
+  if (argc < 6 || std::string(argv[1]) != "heldout") {
+    std::cerr << "usage: edit_bench pretrain DIR [ITERATIONS PROBLEMS ROUNDS]\n"
+                 "       edit_bench heldout MODEL_FILE SEEDS BUDGETS CONFIG...\n"
+                 "       edit_bench validate MODEL_FILE SEEDS BUDGETS PROBLEMS MAX_GROUPS\n";
+    return 2;
+  }
+  const std::string model_file = argv[2];
+  const int seeds = std::stoi(argv[3]);
+  const std::vector<int> budgets = ParseList(argv[4]);
+  Tally tally;
+  for (int a = 5; a < argc; ++a) {
+    std::ostringstream quiet;
+    const auto s = setup::BuildSearchSetup(config::LoadConfig(argv[a]), quiet);
+    const search::SearchProblem problem = s->Problem();
+    std::vector<search::Candidate> starts;
+    for (const search::NamedCandidate& w : problem.warm_starts) starts.push_back(w.candidate);
+    Compare({argv[a], s->simulated.get(), &s->features, starts, problem.seconds_per_byte},
+            model_file, seeds, budgets, tally);
+  }
+  Summarise(tally, seeds, budgets);
+  return 0;
+}

@@ -1,0 +1,280 @@
+#include "placer/setup/pretraining.h"
+
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <limits>
+#include <ostream>
+#include <random>
+#include <stdexcept>
+
+#include "placer/baselines/baselines.h"
+#include "placer/refiner.h"
+#include "placer/setup/simulated_problem.h"
+#include "runtime/sim/cost_model.h"
+
+namespace placer::setup {
+
+namespace {
+
+constexpr const char* kSamplesFile = "samples.bin";
+constexpr const char* kStateFile = "state.txt";
+constexpr int kBatch = 64;
+
+uint64_t Mix(uint64_t a, uint64_t b) { return (a * 0x9e3779b97f4a7c15ull) ^ (b + 0x7f4a7c15ull); }
+
+// The options fingerprint a resumed run must match.
+std::string Fingerprint(const PretrainOptions& o) {
+  std::string counts;
+  for (int d : o.device_counts) counts += std::to_string(d) + ",";
+  return fmt::format(
+      "features {} problems {} rounds {} blocks {}-{} devices {} groups {} epochs {} batch {} "
+      "validation {} seed {} hidden {} lr {}",
+      search::kEditFeatureVersion, o.problems_per_iteration, o.refine_rounds, o.min_blocks,
+      o.max_blocks, counts, o.max_groups, o.epochs, o.batch, o.validation_share, o.seed,
+      o.model.hidden, o.model.learning_rate);
+}
+
+// Samples with the rounds they came from ([begin, end) per round).
+struct Dataset {
+  std::vector<search::EditSample> samples;
+  std::vector<std::pair<size_t, size_t>> rounds;
+};
+
+void SaveDataset(const Dataset& d, const std::filesystem::path& file) {
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  const uint64_t n = d.samples.size(), r = d.rounds.size();
+  out.write(reinterpret_cast<const char*>(&n), sizeof n);
+  out.write(reinterpret_cast<const char*>(d.samples.data()),
+            static_cast<std::streamsize>(n * sizeof(search::EditSample)));
+  out.write(reinterpret_cast<const char*>(&r), sizeof r);
+  out.write(reinterpret_cast<const char*>(d.rounds.data()),
+            static_cast<std::streamsize>(r * sizeof(std::pair<size_t, size_t>)));
+  if (!out) throw std::runtime_error("cannot write " + file.string());
+}
+
+Dataset LoadDataset(const std::filesystem::path& file) {
+  Dataset d;
+  std::ifstream in(file, std::ios::binary);
+  uint64_t n = 0, r = 0;
+  in.read(reinterpret_cast<char*>(&n), sizeof n);
+  d.samples.resize(n);
+  in.read(reinterpret_cast<char*>(d.samples.data()),
+          static_cast<std::streamsize>(n * sizeof(search::EditSample)));
+  in.read(reinterpret_cast<char*>(&r), sizeof r);
+  d.rounds.resize(r);
+  in.read(reinterpret_cast<char*>(d.rounds.data()),
+          static_cast<std::streamsize>(r * sizeof(std::pair<size_t, size_t>)));
+  if (!in) throw std::runtime_error(file.string() + ": truncated pretraining samples");
+  return d;
+}
+
+search::Judgement JudgementOf(const graph::EvaluationResult& r) {
+  search::Judgement j{r.valid ? r.step_seconds : std::numeric_limits<double>::infinity(), {}};
+  for (const graph::DeviceStats& d : r.devices) j.busy.push_back(d.busy_seconds);
+  return j;
+}
+
+// Refinement on one corpus problem, every judged edit recorded into `data`.
+void Collect(const CorpusProblem& p, const PretrainOptions& o, uint64_t seed,
+             search::EditScorer* scorer, Dataset& data) {
+  const CorpusInstance instance(p, o);
+  const search::CandidateEvaluator& evaluator = *instance.problem->evaluator;
+  search::Refiner refiner(evaluator.space(), instance.problem->features, {}, seed);
+  search::EditGuide guide;
+  guide.scorer = scorer;
+  guide.seconds_per_byte = instance.seconds_per_byte;
+  guide.record = [&](const std::vector<search::EditFeatureRow>& rows,
+                     const std::vector<double>& changes) {
+    const size_t begin = data.samples.size();
+    for (size_t i = 0; i < rows.size(); ++i) data.samples.push_back({rows[i], changes[i]});
+    data.rounds.emplace_back(begin, data.samples.size());
+  };
+  refiner.SetGuide(guide);
+  const search::JudgeBatch judge = [&](const std::vector<search::Candidate>& batch) {
+    std::vector<search::Judgement> out;
+    for (const graph::EvaluationResult& r : evaluator.Evaluate(batch))
+      out.push_back(JudgementOf(r));
+    return out;
+  };
+  const std::vector<search::Judgement> starts = judge(instance.starts);
+  size_t best = 0;
+  for (size_t i = 1; i < starts.size(); ++i) {
+    if (starts[i].seconds < starts[best].seconds) best = i;
+  }
+  refiner.Run(instance.starts[best], starts[best], o.refine_rounds, judge, [] { return false; });
+}
+
+}  // namespace
+
+CorpusInstance::CorpusInstance(const CorpusProblem& p, const PretrainOptions& o) {
+  sim::RooflineOptions roofline;
+  if (p.nvlink) roofline.gpu_to_gpu = sim::LinkPresets::Nvlink();
+  if (p.hosts > 1) roofline.gpus_per_host = p.devices / p.hosts;
+  costs = std::make_unique<sim::RooflineCostModel>(roofline);
+  for (int i = 0; i < p.devices; ++i) {
+    devices.push_back({"cuda:" + std::to_string(i), graph::DeviceType::kCuda, i, 1, 0});
+  }
+  const graph::GeneratedModelOptions model = p.model;
+  problem = std::make_unique<SimulatedProblem>(MakeSimulatedProblem(
+      [model](int64_t batch, int64_t normalizer) {
+        return graph::BuildGeneratedModel(model, batch, normalizer);
+      },
+      kBatch, 0.01, {graph::GroupingMethod::kCoarsen, o.max_groups}, devices, *costs,
+      search::ActionSpace::DefaultReplicaCounts(p.devices, kBatch)));
+  seconds_per_byte = sim::TypicalSecondsPerByte(*costs, devices);
+  const search::ActionSpace& space = problem->evaluator->space();
+  const auto groups = static_cast<size_t>(problem->num_groups());
+  // The starts a search has: one device, data parallelism, and the algorithms' placements.
+  starts = {{1, std::vector<int>(groups, space.SingleDeviceOption(0))},
+            {p.devices, std::vector<int>(groups, space.SpreadOption(p.devices))}};
+  const baselines::PlacementProblem placement{&problem->base(), &problem->grouping, devices,
+                                              costs.get()};
+  for (const char* name : {"m-etf", "metis"}) {
+    try {
+      starts.push_back(
+          space.FromGroupDevices(baselines::RunBaseline(name, placement).group_devices));
+    } catch (const baselines::BaselineError&) {
+      // A baseline that cannot place this problem is no start.
+    }
+  }
+}
+
+CorpusInstance::~CorpusInstance() = default;
+
+std::string CorpusProblem::Describe() const {
+  return fmt::format("{} on {} GPUs ({}{})", graph::GeneratedModelName(model), devices,
+                     nvlink ? "NVLink" : "PCIe", hosts > 1 ? ", 2 hosts" : "");
+}
+
+CorpusProblem CorpusProblemFor(const PretrainOptions& o, int iteration, int index) {
+  std::mt19937_64 rng(
+      Mix(Mix(o.seed, static_cast<uint64_t>(iteration)), static_cast<uint64_t>(index)));
+  CorpusProblem p;
+  const auto families = static_cast<int>(graph::GeneratedFamilyNames().size());
+  p.model.family = static_cast<graph::GeneratedFamily>(index % families);
+  p.model.seed = rng();
+  p.model.blocks = std::uniform_int_distribution<int>(o.min_blocks, o.max_blocks)(rng);
+  p.model.max_width = std::uniform_int_distribution<int>(0, 1)(rng) == 0 ? 1024 : 4096;
+  p.devices =
+      o.device_counts[std::uniform_int_distribution<size_t>(0, o.device_counts.size() - 1)(rng)];
+  p.nvlink = std::bernoulli_distribution(0.5)(rng);
+  p.hosts = p.devices >= 4 && std::bernoulli_distribution(0.25)(rng) ? 2 : 1;
+  return p;
+}
+
+std::vector<PretrainProgress> Pretrain(const PretrainOptions& o,
+                                       const std::filesystem::path& directory, std::ostream& log,
+                                       const std::function<bool()>& stop) {
+  using Clock = std::chrono::steady_clock;
+  std::filesystem::create_directories(directory);
+  const std::filesystem::path state_file = directory / kStateFile;
+  int done = 0;  // iterations finished
+  Dataset data;
+  std::unique_ptr<search::EditModel> model;
+  if (std::filesystem::exists(state_file)) {
+    std::ifstream in(state_file);
+    std::string fingerprint;
+    in >> done;
+    in.ignore();
+    std::getline(in, fingerprint);
+    if (fingerprint != Fingerprint(o)) {
+      throw std::runtime_error(fmt::format(
+          "{}: pretraining options differ from the run being resumed ('{}' there, '{}' now); use "
+          "another directory",
+          state_file.string(), fingerprint, Fingerprint(o)));
+    }
+    data = LoadDataset(directory / kSamplesFile);
+    search::EditModelOptions loading = o.model;
+    loading.learn_online = false;  // its labels must be what an unbroken run collects
+    model = search::EditModel::Load(directory / kEditModelFile, loading);
+    log << fmt::format("resuming after iteration {} ({} samples)\n", done, data.samples.size());
+  }
+  // Deterministic training: one intra-op thread.
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);
+  std::vector<PretrainProgress> progress;
+  for (int iteration = done; iteration < o.iterations; ++iteration) {
+    const auto start = Clock::now();
+    Dataset fresh = data;
+    search::EditModel* scorer = model.get();
+    for (int i = 0; i < o.problems_per_iteration; ++i) {
+      if (stop()) {
+        at::set_num_threads(threads);
+        return progress;
+      }
+      const CorpusProblem p = CorpusProblemFor(o, iteration, i);
+      const size_t before = fresh.samples.size();
+      // The scorer must not learn online here: its labels are what training sees.
+      Collect(p, o, Mix(o.seed, static_cast<uint64_t>(iteration * 1000 + i)), scorer, fresh);
+      log << fmt::format("iteration {} problem {}/{}: {}, {} edits\n", iteration + 1, i + 1,
+                         o.problems_per_iteration, p.Describe(), fresh.samples.size() - before);
+    }
+    data = std::move(fresh);
+    // Rounds held back for validation: every k-th.
+    Dataset train, validation;
+    const int every = o.validation_share > 0
+                          ? std::max(2, static_cast<int>(1.0 / o.validation_share))
+                          : std::numeric_limits<int>::max();
+    for (size_t r = 0; r < data.rounds.size(); ++r) {
+      Dataset& into =
+          static_cast<int>(r % static_cast<size_t>(every)) == every - 1 ? validation : train;
+      const size_t begin = into.samples.size();
+      for (size_t k = data.rounds[r].first; k < data.rounds[r].second; ++k) {
+        into.samples.push_back(data.samples[k]);
+      }
+      into.rounds.emplace_back(begin, into.samples.size());
+    }
+    search::EditModelOptions training = o.model;
+    training.learn_online = false;
+    model = std::make_unique<search::EditModel>(training,
+                                                Mix(o.seed, static_cast<uint64_t>(iteration)));
+    PretrainProgress p;
+    p.iteration = iteration + 1;
+    p.samples = data.samples.size();
+    p.train_loss = model->Train(train.samples, o.epochs, o.batch,
+                                Mix(o.seed, static_cast<uint64_t>(iteration + 17)));
+    const search::EditModel::Quality q = model->Assess(validation.samples, validation.rounds);
+    p.validation_loss = q.loss;
+    p.validation_pair_accuracy = q.pair_accuracy;
+    {
+      // The hand-written estimate's ordering of the same held-back edits.
+      int64_t agree = 0, pairs = 0;
+      for (const auto& [begin, end] : validation.rounds) {
+        for (size_t a = begin; a < end; ++a) {
+          for (size_t b = a + 1; b < end; ++b) {
+            const double la = validation.samples[a].log_change,
+                         lb = validation.samples[b].log_change;
+            if (la == lb) continue;
+            ++pairs;
+            agree += (search::EditEstimator::EstimatedLogChange(validation.samples[a].features) <
+                      search::EditEstimator::EstimatedLogChange(validation.samples[b].features)) ==
+                     (la < lb);
+          }
+        }
+      }
+      p.estimate_pair_accuracy =
+          pairs > 0 ? static_cast<double>(agree) / static_cast<double>(pairs) : 0;
+    }
+    p.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    model->Save(directory / kEditModelFile);
+    SaveDataset(data, directory / kSamplesFile);
+    {
+      std::ofstream out(state_file, std::ios::trunc);
+      out << iteration + 1 << '\n' << Fingerprint(o) << '\n';
+    }
+    log << fmt::format(
+        "iteration {}: {} samples, train loss {:.5f}, held-back loss {:.5f}, in-round order "
+        "{:.1f}% right (hand-written estimate {:.1f}%), {:.0f} s\n",
+        p.iteration, p.samples, p.train_loss, p.validation_loss, 100 * p.validation_pair_accuracy,
+        100 * p.estimate_pair_accuracy, p.seconds);
+    progress.push_back(p);
+  }
+  at::set_num_threads(threads);
+  return progress;
+}
+
+}  // namespace placer::setup
