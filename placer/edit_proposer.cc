@@ -4,17 +4,12 @@
 
 namespace placer::search {
 
-const std::vector<std::string_view>& EditProposalNames() {
-  static const std::vector<std::string_view> names = {"uniform", "estimate", "learned"};
-  return names;
-}
-
 std::string_view EditProposalName(EditProposal proposal) {
-  return EditProposalNames()[static_cast<size_t>(proposal)];
+  return kEditProposalNames[static_cast<size_t>(proposal)];
 }
 
 EditProposal ParseEditProposal(std::string_view name) {
-  const std::vector<std::string_view>& names = EditProposalNames();
+  const auto& names = kEditProposalNames;
   for (size_t i = 0; i < names.size(); ++i) {
     if (names[i] == name) return static_cast<EditProposal>(i);
   }

@@ -10,6 +10,7 @@
 //   - learned: a network trained across graphs (edit_model.h).
 #pragma once
 
+#include <array>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -20,11 +21,12 @@
 namespace placer::search {
 
 enum class EditProposal { kUniform, kEstimate, kLearned };
-// "uniform", "estimate", "learned"; ParseEditProposal throws std::invalid_argument naming the
-// text and the choices.
+// In enum order (the config's search.edit_proposer values).
+inline constexpr std::array<std::string_view, 3> kEditProposalNames = {"uniform", "estimate",
+                                                                       "learned"};
+// ParseEditProposal throws std::invalid_argument naming the text and the choices.
 std::string_view EditProposalName(EditProposal proposal);
 EditProposal ParseEditProposal(std::string_view name);
-const std::vector<std::string_view>& EditProposalNames();
 
 class EditScorer {
  public:

@@ -24,21 +24,9 @@
 #include "graph/grouping.h"
 #include "placer/action_space.h"
 #include "placer/policy.h"
+#include "placer/search_options.h"
 
 namespace placer::search {
-
-struct LearnerOptions {
-  double learning_rate = 0.0005;  // Adam
-  int samples_per_step = 64;      // K
-  int epochs = 3;                 // PPO epochs per batch
-  double clip = 0.2;              // PPO's ratio clip
-  double entropy_weight = 0.01;   // per decision, against a policy-gradient term of unit scale
-  double max_grad_norm = 1.0;
-  double advantage_clip = 3.0;  // normalised advantages beyond +-this are clipped
-  // Per decision, the chance of a uniformly drawn choice instead of the policy's (Post's
-  // e-uniform mixing): a converged policy keeps proposing new candidates.
-  double exploration = 0.02;
-};
 
 struct Batch {
   std::vector<Candidate> candidates;
@@ -50,17 +38,6 @@ struct UpdateStats {
   double loss = 0;
   double mean_entropy = 0;  // per decision, in nats
   double clipped_fraction = 0;
-};
-
-struct ImitationOptions {
-  double learning_rate = 0.003;  // of its own Adam (a supervised phase takes larger steps)
-  // Stop once the mean per-decision probability of the targets (teacher-forced, weighted) reaches
-  // this, or after max_steps.
-  double target_probability = 0.9;
-  int max_steps = 200;
-  // Also train on the targets' decisions where the policy's own sampled decisions lead (samples
-  // per target per step): the policy is then led back to the targets from its own mistakes.
-  int own_decoding_samples = 2;
 };
 
 class Learner {

@@ -38,21 +38,9 @@
 #include "graph/group_features.h"
 #include "graph/grouping.h"
 #include "placer/action_space.h"
+#include "placer/search_options.h"
 
 namespace placer::search {
-
-struct PolicyOptions {
-  int hidden_size = 128;  // encoder output (both directions together)
-  int decoder_size = 64;  // decoder state
-  int type_embedding_size = 16;
-  int option_embedding_size = 16;
-  int attention_size = 32;  // keys and values of the attention
-  bool bidirectional = true;
-  double temperature = 1.0;      // logits are divided by it before the softmax
-  double tanh_clip = 0.0;        // > 0: logits = C * tanh(logits / C), as the 2018 planner did
-  double locality_prior = 2.0;   // initial weight of the traffic shares in an option's logit
-  double incumbent_prior = 2.0;  // initial weight of "the incumbent chose this option"
-};
 
 // Per-decision log-probabilities and entropies of K candidates: column 0 is the shape,
 // column 1 + g group g's option.

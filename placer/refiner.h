@@ -36,14 +36,9 @@
 #include "placer/action_space.h"
 #include "placer/edit_features.h"
 #include "placer/edit_proposer.h"
+#include "placer/search_options.h"
 
 namespace placer::search {
-
-struct RefinerOptions {
-  int neighbours_per_round = 32;  // candidates judged together
-  int patience = 3;               // rounds without progress before a kick
-  int kick_edits = 3;             // random edits of a kick
-};
 
 // What refinement needs to know of a judged candidate: its step time (infinity when invalid) and
 // how long each device was busy (empty when unknown).

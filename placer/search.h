@@ -27,46 +27,11 @@
 #include "placer/learner.h"
 #include "placer/policy.h"
 #include "placer/refiner.h"
+#include "placer/search_options.h"
 
 namespace placer::search {
 
 class RunDirectory;
-
-struct SearchOptions {
-  int policy_steps = 1000;       // most policy updates
-  int max_evaluations = 100000;  // distinct candidates judged (cache hits are free)
-  double max_wall_seconds = 60;  // across resumes
-  uint64_t seed = 1;
-  double failing_step_seconds = 100;  // an invalid candidate is rewarded as a step this slow
-  // What searches: the policy (PPO, self-imitation), refinement, or both (the default). With the
-  // policy off, refinement starts from the best warm start and has the whole budget.
-  bool use_policy = true;
-  bool use_refinement = true;
-  int refine_every = 5;             // policy steps between refinement slices
-  int refine_rounds = 10;           // rounds of a slice
-  double final_refine_share = 0.3;  // of max_wall_seconds (and of policy_steps' worth of rounds)
-  int final_refine_rounds = 1000;   // most rounds of the final refinement
-  int self_imitation_every = 5;     // policy steps between self-imitation passes; 0: never
-  int elite_size = 8;               // the fastest distinct candidates kept
-  // Imitation of the warm starts before the first step, and of the elite every few steps: a few
-  // supervised steps each (each costs about as much as a policy step), enough to move the
-  // policy's mass towards them without spending the budget on it.
-  ImitationOptions warm_start_imitation = {
-      .target_probability = 0.8, .max_steps = 30, .own_decoding_samples = 1};
-  double warm_start_imitation_share = 0.15;  // of max_wall_seconds, at most
-  ImitationOptions self_imitation = {
-      .target_probability = 0.6, .max_steps = 5, .own_decoding_samples = 1};
-  PolicyOptions policy;
-  LearnerOptions learner;
-  RefinerOptions refiner;
-  // Which of refinement's edits get judged (edit_proposer.h): uniform, the hand-written estimate,
-  // or the learned scorer of `edit_model_file` (which keeps learning from the run's judgements).
-  EditProposal edit_proposal = EditProposal::kUniform;
-  std::filesystem::path edit_model_file;
-  int edit_screening = 4;                             // edits drawn per edit judged
-  int checkpoint_every = 10;                          // policy steps
-  const std::atomic<bool>* stop_requested = nullptr;  // set by SIGINT/SIGTERM: checkpoint, stop
-};
 
 struct CurvePoint {
   int step = 0;

@@ -7,7 +7,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -510,6 +512,64 @@ TEST(SchemaTest, ModelSectionOfTheSchemaIsTheRegistrys) {
     EXPECT_TRUE(Contains(generated, fmt::format("### `model.{}`", name))) << name;
     EXPECT_NO_THROW(ParseConfig(fmt::format("model:\n  builtin: {}\n", name), "c.yaml")) << name;
   }
+}
+
+}  // namespace
+}  // namespace placer::config
+
+namespace placer::config {
+namespace {
+
+// configs/SCHEMA.md's search table states the defaults the search's options struct gives
+// (placer/search_options.h, through SearchConfig): one source, and the documentation follows it.
+TEST(ConfigTest, TheSchemaStatesTheSearchOptionsDefaults) {
+  const SearchConfig d;
+  const std::map<std::string, double> numbers = {{"policy_steps", d.policy_steps},
+                                                 {"samples_per_step", d.samples_per_step},
+                                                 {"max_evaluations", d.max_evaluations},
+                                                 {"max_wall_seconds", d.max_wall_seconds},
+                                                 {"seed", static_cast<double>(d.seed)},
+                                                 {"checkpoint_every", d.checkpoint_every},
+                                                 {"failing_step_seconds", d.failing_step_seconds},
+                                                 {"learning_rate", d.learning_rate},
+                                                 {"entropy_weight", d.entropy_weight},
+                                                 {"ppo_epochs", d.ppo_epochs},
+                                                 {"hidden_size", d.hidden_size},
+                                                 {"temperature", d.temperature},
+                                                 {"tanh_clip", d.tanh_clip},
+                                                 {"refinement_rounds", d.refinement_rounds},
+                                                 {"edit_screening", d.edit_screening}};
+  const std::map<std::string, std::string> words = {{"policy", d.policy ? "true" : "false"},
+                                                    {"refinement", d.refinement ? "true" : "false"},
+                                                    {"edit_proposer", d.edit_proposer}};
+  std::ifstream in(fs::path(PLACER_SOURCE_DIR) / "configs" / "SCHEMA.md");
+  std::string line;
+  bool in_search = false;
+  std::set<std::string> seen;
+  while (std::getline(in, line)) {
+    if (line.starts_with("## ")) in_search = line == "## `search`";
+    if (!in_search || !line.starts_with("| `")) continue;
+    std::vector<std::string> cells;
+    std::stringstream row(line.substr(1));
+    for (std::string cell; std::getline(row, cell, '|');) {
+      cells.push_back(cell.substr(cell.find_first_not_of(' '),
+                                  cell.find_last_not_of(' ') - cell.find_first_not_of(' ') + 1));
+    }
+    ASSERT_GE(cells.size(), 3u) << line;
+    const std::string key = cells[0].substr(1, cells[0].size() - 2);
+    std::string value = cells[2];
+    if (value.size() >= 2 && value.front() == '`' && value.back() == '`') {
+      value = value.substr(1, value.size() - 2);
+    }
+    if (numbers.count(key) > 0) {
+      EXPECT_DOUBLE_EQ(std::stod(value), numbers.at(key)) << "search." << key << ": " << line;
+      seen.insert(key);
+    } else if (words.count(key) > 0) {
+      EXPECT_EQ(value, words.at(key)) << "search." << key;
+      seen.insert(key);
+    }
+  }
+  EXPECT_EQ(seen.size(), numbers.size() + words.size()) << "a default the schema does not state";
 }
 
 }  // namespace

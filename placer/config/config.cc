@@ -39,8 +39,6 @@ std::string FormatError(const std::string& file, int line, int column, const std
 constexpr std::array kEvaluatorNames = {
     Named<EvaluatorKind>{EvaluatorKind::kMeasured, "measured"},
     Named<EvaluatorKind>{EvaluatorKind::kSimulated, "simulated"}};
-// placer/edit_proposer.h's proposers (the search library, which the config does not link).
-constexpr std::array<std::string_view, 3> kEditProposerNames = {"uniform", "estimate", "learned"};
 constexpr std::array kGpuLinkNames = {Named<GpuLink>{GpuLink::kPcie, "pcie"},
                                       Named<GpuLink>{GpuLink::kNvlink, "nvlink"}};
 // graph/grouping.h names its methods; the table lists which of them a config may choose.
@@ -303,10 +301,10 @@ SearchConfig ReadSearch(const Value& value) {
   ReadInteger(mapping, "refinement_rounds", 0, &search.refinement_rounds);
   if (const Value* proposer = mapping.Find("edit_proposer")) {
     search.edit_proposer = ToString(*proposer);
-    if (std::find(kEditProposerNames.begin(), kEditProposerNames.end(), search.edit_proposer) ==
-        kEditProposerNames.end()) {
+    if (std::find(search::kEditProposalNames.begin(), search::kEditProposalNames.end(),
+                  search.edit_proposer) == search::kEditProposalNames.end()) {
       proposer->Fail(fmt::format("unknown edit proposer '{}' (one of: {})", search.edit_proposer,
-                                 fmt::join(kEditProposerNames, ", ")));
+                                 fmt::join(search::kEditProposalNames, ", ")));
     }
   }
   if (const Value* model = mapping.Find("edit_model")) search.edit_model = ToString(*model);

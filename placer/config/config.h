@@ -11,6 +11,7 @@
 
 #include "graph/builtin_models.h"
 #include "graph/grouping.h"
+#include "placer/search_options.h"
 #include "runtime/sim/gpu_kinds.h"
 
 namespace placer::config {
@@ -99,25 +100,38 @@ struct MeasurementConfig {
   double time_limit_seconds = 60.0;  // measurement.time_limit_seconds, per placement
 };
 
+// The search's own options (placer/search_options.h) are the single source of the defaults below.
+inline const search::SearchOptions kSearchDefaults{};
+
 // search: what the placement search may do, and its budgets (placer/search.h describes the
-// search; these are its user-facing defaults).
+// search; its options give these defaults).
 struct SearchConfig {
-  int policy_steps = 1000;         // search.policy_steps: most policy updates
-  int samples_per_step = 64;       // search.samples_per_step: candidates per policy update
-  int max_evaluations = 100000;    // search.max_evaluations: distinct candidates judged
-  double max_wall_seconds = 60.0;  // search.max_wall_seconds
-  uint64_t seed = 1;               // search.seed
-  int checkpoint_every = 10;       // search.checkpoint_every (policy steps)
+  int policy_steps = kSearchDefaults.policy_steps;  // search.policy_steps: most policy updates
+  int samples_per_step =
+      kSearchDefaults.learner
+          .samples_per_step;  // search.samples_per_step: candidates per policy update
+  int max_evaluations =
+      kSearchDefaults.max_evaluations;  // search.max_evaluations: distinct candidates judged
+  double max_wall_seconds = kSearchDefaults.max_wall_seconds;  // search.max_wall_seconds
+  uint64_t seed = kSearchDefaults.seed;                        // search.seed
+  int checkpoint_every =
+      kSearchDefaults.checkpoint_every;  // search.checkpoint_every (policy steps)
   // search.evaluator: "measured" (learn on a simulator profiled on these devices, then measure the
   // best candidates and the baselines side by side) or "simulated" (the simulator throughout).
   EvaluatorKind evaluator = EvaluatorKind::kMeasured;
-  double failing_step_seconds = 100;  // search.failing_step_seconds: invalid placements count so
-  double learning_rate = 0.0005;      // search.learning_rate (Adam, PPO)
-  double entropy_weight = 0.01;       // search.entropy_weight (per decision)
-  int ppo_epochs = 3;                 // search.ppo_epochs: PPO epochs per policy update
-  int hidden_size = 128;              // search.hidden_size (policy encoder)
-  double temperature = 1.0;           // search.temperature (softmax of the policy)
-  double tanh_clip = 0;               // search.tanh_clip: C in C*tanh(logits/C); 0 = off
+  double failing_step_seconds =
+      kSearchDefaults
+          .failing_step_seconds;  // search.failing_step_seconds: invalid placements count so
+  double learning_rate = kSearchDefaults.learner.learning_rate;  // search.learning_rate (Adam, PPO)
+  double entropy_weight =
+      kSearchDefaults.learner.entropy_weight;  // search.entropy_weight (per decision)
+  int ppo_epochs =
+      kSearchDefaults.learner.epochs;  // search.ppo_epochs: PPO epochs per policy update
+  int hidden_size = kSearchDefaults.policy.hidden_size;  // search.hidden_size (policy encoder)
+  double temperature =
+      kSearchDefaults.policy.temperature;  // search.temperature (softmax of the policy)
+  double tanh_clip =
+      kSearchDefaults.policy.tanh_clip;  // search.tanh_clip: C in C*tanh(logits/C); 0 = off
   // search.replicas: the replica counts searched (data parallelism and hybrids); empty: 1, 2, 4,
   // ... up to the number of devices, and that number.
   std::vector<int> replicas;
@@ -125,15 +139,20 @@ struct SearchConfig {
   // and 1F1B); empty: 1, 2, 4, 8 that divide the batch and keep M copies of the step within 120k
   // ops (search::ActionSpace::kMaxPipelineOps); [1]: no pipelines.
   std::vector<int> micro_batches;
-  bool policy = true;            // search.policy: learn with the policy (PPO, self-imitation)
-  bool refinement = true;        // search.refinement: refine by local search on the simulator
-  int refinement_rounds = 1000;  // search.refinement_rounds: most rounds of the final refinement
+  bool policy =
+      kSearchDefaults.use_policy;  // search.policy: learn with the policy (PPO, self-imitation)
+  bool refinement =
+      kSearchDefaults.use_refinement;  // search.refinement: refine by local search on the simulator
+  int refinement_rounds =
+      kSearchDefaults
+          .final_refine_rounds;  // search.refinement_rounds: most rounds of the final refinement
   // search.edit_proposer: which of refinement's random edits get judged (placer/edit_proposer.h):
   // "uniform" (all, as drawn), "estimate" (the hand-written ranking) or "learned" (the scorer
   // of search.edit_model, trained by `placer pretrain`).
   std::string edit_proposer = "uniform";
   std::filesystem::path edit_model;  // search.edit_model: relative to the config's directory
-  int edit_screening = 4;            // search.edit_screening: edits drawn per edit judged
+  int edit_screening =
+      kSearchDefaults.edit_screening;  // search.edit_screening: edits drawn per edit judged
   int verify_candidates = 5;  // search.verify_candidates: best candidates re-measured (measured)
   // search.verify_rounds: interleaved rounds of every placement in the closing side-by-side
   // (measured); search.verify_max_rounds: the budget, the rounds of the contenders while the
