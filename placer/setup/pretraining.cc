@@ -22,7 +22,6 @@ namespace {
 
 constexpr const char* kSamplesFile = "samples.bin";
 constexpr const char* kStateFile = "state.txt";
-constexpr int kBatch = 64;
 
 uint64_t Mix(uint64_t a, uint64_t b) { return (a * 0x9e3779b97f4a7c15ull) ^ (b + 0x7f4a7c15ull); }
 
@@ -30,6 +29,10 @@ uint64_t Mix(uint64_t a, uint64_t b) { return (a * 0x9e3779b97f4a7c15ull) ^ (b +
 std::string Fingerprint(const PretrainOptions& o) {
   std::string counts;
   for (int d : o.device_counts) counts += std::to_string(d) + ",";
+  if (o.batches.size() != 1 || o.batches.front() != 64) {
+    counts += " batches ";
+    for (int64_t b : o.batches) counts += std::to_string(b) + ",";
+  }
   return fmt::format(
       "features {} problems {} rounds {} blocks {}-{} devices {} groups {} epochs {} batch {} "
       "validation {} seed {} hidden {} lr {}",
@@ -123,8 +126,8 @@ CorpusInstance::CorpusInstance(const CorpusProblem& p, const PretrainOptions& o)
       [model](int64_t batch, int64_t normalizer) {
         return graph::BuildGeneratedModel(model, batch, normalizer);
       },
-      kBatch, 0.01, {graph::GroupingMethod::kCoarsen, o.max_groups}, devices, *costs,
-      search::ActionSpace::DefaultReplicaCounts(p.devices, kBatch)));
+      p.batch, 0.01, {graph::GroupingMethod::kCoarsen, o.max_groups}, devices, *costs,
+      search::ActionSpace::DefaultReplicaCounts(p.devices, p.batch)));
   seconds_per_byte = sim::TypicalSecondsPerByte(*costs, devices);
   const search::ActionSpace& space = problem->evaluator->space();
   const auto groups = static_cast<size_t>(problem->num_groups());
@@ -146,8 +149,8 @@ CorpusInstance::CorpusInstance(const CorpusProblem& p, const PretrainOptions& o)
 CorpusInstance::~CorpusInstance() = default;
 
 std::string CorpusProblem::Describe() const {
-  return fmt::format("{} on {} GPUs ({}{})", graph::GeneratedModelName(model), devices,
-                     nvlink ? "NVLink" : "PCIe", hosts > 1 ? ", 2 hosts" : "");
+  return fmt::format("{} at batch {} on {} GPUs ({}{})", graph::GeneratedModelName(model), batch,
+                     devices, nvlink ? "NVLink" : "PCIe", hosts > 1 ? ", 2 hosts" : "");
 }
 
 CorpusProblem CorpusProblemFor(const PretrainOptions& o, int iteration, int index) {
@@ -163,6 +166,10 @@ CorpusProblem CorpusProblemFor(const PretrainOptions& o, int iteration, int inde
       o.device_counts[std::uniform_int_distribution<size_t>(0, o.device_counts.size() - 1)(rng)];
   p.nvlink = std::bernoulli_distribution(0.5)(rng);
   p.hosts = p.devices >= 4 && std::bernoulli_distribution(0.25)(rng) ? 2 : 1;
+  // Drawn only from a choice, so that one batch size leaves the corpus as it was.
+  p.batch = o.batches.size() == 1
+                ? o.batches.front()
+                : o.batches[std::uniform_int_distribution<size_t>(0, o.batches.size() - 1)(rng)];
   return p;
 }
 

@@ -38,6 +38,7 @@ struct PretrainOptions {
   int min_blocks = 10, max_blocks = 120;
   std::vector<int> device_counts = {2, 4, 8};
   int max_groups = 64;  // the corpus's groups (coarsened), as a search groups a model
+  std::vector<int64_t> batches = {64};  // minibatch sizes drawn from (traffic against compute)
   int epochs = 30;
   int batch = 256;
   double validation_share = 0.1;
@@ -51,6 +52,7 @@ struct CorpusProblem {
   int devices = 2;
   bool nvlink = false;
   int hosts = 1;
+  int64_t batch = 64;
   std::string Describe() const;
 };
 CorpusProblem CorpusProblemFor(const PretrainOptions& options, int iteration, int index);
