@@ -69,6 +69,9 @@ class Evaluator {
     return results;
   }
   virtual std::string name() const = 0;
+  // Whether a placement always gets the same answer (a simulator): one round of a side-by-side
+  // then says everything, where measured step times need several.
+  virtual bool deterministic() const { return false; }
 };
 
 }  // namespace placer::graph

@@ -104,6 +104,7 @@ class CandidateEvaluator {
   std::vector<graph::EvaluationResult> Evaluate(std::span<const Candidate> candidates) const;
 
   std::string name() const { return evaluators_.front()->name(); }
+  bool deterministic() const { return evaluators_.front()->deterministic(); }
 
  private:
   size_t Index(int replicas, int micro_batches) const;

@@ -8,7 +8,7 @@
 namespace placer::search {
 
 RoundOptions RoundsFor(const CandidateEvaluator& evaluator, RoundOptions measured) {
-  if (evaluator.name() == "simulated") {
+  if (evaluator.deterministic()) {
     measured.min_rounds = 1;
     measured.max_rounds = 1;
   }

@@ -80,6 +80,8 @@ class PoolEvaluator : public graph::Evaluator {
   std::vector<graph::EvaluationResult> EvaluateBatch(
       std::span<const graph::Placement> placements) override;
   std::string name() const override { return kind_; }
+  // The workers' simulators answer as one here would.
+  bool deterministic() const override { return kind_ == "simulated"; }
 
  private:
   std::shared_ptr<WorkerPool> pool_;

@@ -34,6 +34,7 @@ class SimulatedEvaluator : public graph::Evaluator {
   std::vector<graph::EvaluationResult> EvaluateBatch(
       std::span<const graph::Placement> placements) override;
   std::string name() const override { return "simulated"; }
+  bool deterministic() const override { return true; }
 
   // No placement on these devices can take less (see LowerBoundResult).
   const LowerBoundResult& lower_bound() const { return lower_bound_; }
