@@ -262,5 +262,23 @@ TEST(PretrainingTest, OneNetworkRefinesAGraphAndADeviceCountItWasNotTrainedOn) {
   EXPECT_LT(outcome.best_seconds, 0.7 * start) << log.str();
 }
 
+// configs/edit_model.pt is what `placer pretrain` makes with its defaults (the same scorer, to
+// float rounding): the one command reproduces the shipped file, and a placer whose edit features
+// changed without pretraining again fails here (the file is refused).
+TEST(PretrainingTest, TheShippedEditModelIsWhatThePretrainCommandMakes) {
+  test_support::TempDir dir;
+  std::ostringstream log;
+  setup::Pretrain(setup::PretrainOptions{}, dir.path(), log);
+  const auto shipped =
+      search::EditModel::Load(std::filesystem::path(PLACER_SOURCE_DIR) / "configs/edit_model.pt");
+  const auto fresh = search::EditModel::Load(dir.path() / setup::kEditModelFile);
+  std::vector<EditFeatureRow> rows(3 * search::kEditFeatureDims);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    rows[i][i % search::kEditFeatureDims] = static_cast<float>(i % 3) - 0.5f;
+  }
+  const std::vector<double> a = shipped->Predict(rows), b = fresh->Predict(rows);
+  for (size_t i = 0; i < rows.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-4) << "row " << i;
+}
+
 }  // namespace
 }  // namespace placer

@@ -310,7 +310,9 @@ SearchConfig ReadSearch(const Value& value) {
   if (const Value* model = mapping.Find("edit_model")) search.edit_model = ToString(*model);
   if (search.edit_proposer == "learned" && search.edit_model.empty()) {
     mapping.Find("edit_proposer")
-        ->Fail("the learned proposer needs search.edit_model (a file `placer pretrain` wrote)");
+        ->Fail(
+            "the learned proposer needs search.edit_model (a file `placer pretrain` wrote, such as "
+            "configs/edit_model.pt)");
   }
   ReadInteger(mapping, "edit_screening", 1, &search.edit_screening);
   ReadInteger(mapping, "verify_candidates", 1, &search.verify_candidates);
