@@ -142,7 +142,7 @@ SUITE = {
     "vgg11": _vision(_tv("vgg11"), size=224),
     "densenet121": _vision(_tv("densenet121")),
     "googlenet": _vision(_tv("googlenet", aux_logits=False, init_weights=True)),
-    "inception_v3": _vision(_tv("inception_v3", aux_logits=False, init_weights=True), size=107),
+    "inception_v3": _vision(_tv("inception_v3", aux_logits=False, init_weights=True), size=139),
     "mobilenet_v2": _vision(_tv("mobilenet_v2")),
     "mobilenet_v3_small": _vision(_tv("mobilenet_v3_small"), opset=14),
     "efficientnet_b0": _vision(_tv("efficientnet_b0", stochastic_depth_prob=0.0), opset=15),
