@@ -307,7 +307,13 @@ std::vector<Candidate> Refiner::Neighbours(const Candidate& current, const Judge
       kinds.push_back(last_kind_);
     }
   }
-  if (estimator_ == nullptr || neighbours.empty() || !std::isfinite(now.seconds)) return neighbours;
+  if (estimator_ == nullptr || neighbours.empty() || !std::isfinite(now.seconds)) {
+    // Nothing to rank against (an invalid current candidate): the first `wanted`, as drawn.
+    if (static_cast<int>(neighbours.size()) > wanted) {
+      neighbours.resize(static_cast<size_t>(wanted));
+    }
+    return neighbours;
+  }
   estimator_->SetCurrent(current, now.seconds, now.busy);
   std::vector<EditFeatureRow> all;
   all.reserve(neighbours.size());

@@ -166,6 +166,26 @@ TEST(EditProposerTest, TheEstimateJudgesMoreImprovingEditsThanUniformDrawing) {
   EXPECT_GT(screened, uniform + 0.1) << "uniform " << uniform << ", estimate " << screened;
 }
 
+// From a candidate judged invalid there is nothing to rank against: a screening refiner then
+// judges a round's share as drawn, never the whole screened draw.
+TEST(EditProposerTest, FromAnInvalidCandidateARoundJudgesNoMoreThanItsNeighbours) {
+  Instance instance(Towers(), 4);
+  search::EstimateScorer estimate;
+  search::EditGuide guide;
+  guide.scorer = &estimate;
+  search::Refiner refiner(instance.space(), instance.problem->features, {}, 5);
+  refiner.SetGuide(guide);
+  std::vector<size_t> batches;
+  const search::JudgeBatch judge = [&](const std::vector<Candidate>& batch) {
+    batches.push_back(batch.size());
+    return std::vector<Judgement>(batch.size(), Judgement{kInfinity, {}});
+  };
+  refiner.Run(instance.AllOn(0), {kInfinity, {}}, 2, judge, [] { return false; });
+  ASSERT_FALSE(batches.empty());
+  for (size_t size : batches)
+    EXPECT_LE(size, static_cast<size_t>(search::RefinerOptions{}.neighbours_per_round));
+}
+
 TEST(EditModelTest, SavesAndLoadsTheSameScorerAndRefusesOtherFiles) {
   test_support::TempDir dir;
   search::EditModel model({.hidden = 16}, 3);
