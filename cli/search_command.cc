@@ -111,6 +111,11 @@ int RunSearchCommand(const Commands& c) {
       s.policy ? s.policy_steps : 0, s.samples_per_step, s.max_evaluations, s.max_wall_seconds,
       config.output.directory.string(), c.resume ? " (resuming)" : "");
   std::cout << setup::DescribeSetup(*setup) << '\n';
+  if (s.edit_proposer != "uniform") {
+    std::cout << fmt::format("refinement edits: {}{}, {} drawn per edit judged\n", s.edit_proposer,
+                             s.edit_model.empty() ? "" : " (" + s.edit_model.string() + ")",
+                             s.edit_screening);
+  }
   for (const std::string& note : setup::SetupNotes(*setup, c.config_path)) {
     std::cout << "note: " << note << '\n';
   }
