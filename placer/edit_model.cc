@@ -35,6 +35,22 @@ at::Tensor RowsToTensor(const std::vector<EditFeatureRow>& rows) {
   return t;
 }
 
+double InRoundPairAccuracy(const std::vector<double>& predicted,
+                           const std::vector<EditSample>& samples,
+                           const std::vector<std::pair<size_t, size_t>>& lists) {
+  int64_t agree = 0, pairs = 0;
+  for (const auto& [begin, end] : lists) {
+    for (size_t a = begin; a < end; ++a) {
+      for (size_t b = a + 1; b < end; ++b) {
+        if (samples[a].log_change == samples[b].log_change) continue;
+        ++pairs;
+        agree += (predicted[a] < predicted[b]) == (samples[a].log_change < samples[b].log_change);
+      }
+    }
+  }
+  return pairs > 0 ? static_cast<double>(agree) / static_cast<double>(pairs) : 0;
+}
+
 EditModel::EditModel(EditModelOptions options, uint64_t seed) : options_(options) {
   torch::manual_seed(seed);
   net_ = torch::nn::Sequential(torch::nn::Linear(kEditFeatureDims, options.hidden),
@@ -114,17 +130,7 @@ EditModel::Quality EditModel::Assess(const std::vector<EditSample>& samples,
   std::vector<float> p(predicted.begin(), predicted.end()), t;
   for (const EditSample& s : samples) t.push_back(static_cast<float>(s.log_change));
   q.loss = Loss(torch::tensor(p), torch::tensor(t)).item<double>();
-  int64_t agree = 0, pairs = 0;
-  for (const auto& [begin, end] : lists) {
-    for (size_t a = begin; a < end; ++a) {
-      for (size_t b = a + 1; b < end; ++b) {
-        if (samples[a].log_change == samples[b].log_change) continue;
-        ++pairs;
-        agree += (predicted[a] < predicted[b]) == (samples[a].log_change < samples[b].log_change);
-      }
-    }
-  }
-  q.pair_accuracy = pairs > 0 ? static_cast<double>(agree) / static_cast<double>(pairs) : 0;
+  q.pair_accuracy = InRoundPairAccuracy(predicted, samples, lists);
   return q;
 }
 

@@ -75,4 +75,11 @@ class EditModel final : public EditScorer {
 
 at::Tensor RowsToTensor(const std::vector<EditFeatureRow>& rows);
 
+// The share of pairs of samples within one list (`lists`: [begin, end) ranges of `samples`, the
+// edits of one round) whose `predicted` values are ordered as their outcomes are (pairs of equal
+// outcomes left out); 0 without pairs.
+double InRoundPairAccuracy(const std::vector<double>& predicted,
+                           const std::vector<EditSample>& samples,
+                           const std::vector<std::pair<size_t, size_t>>& lists);
+
 }  // namespace placer::search

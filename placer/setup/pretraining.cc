@@ -247,25 +247,13 @@ std::vector<PretrainProgress> Pretrain(const PretrainOptions& o,
     const search::EditModel::Quality q = model->Assess(validation.samples, validation.rounds);
     p.validation_loss = q.loss;
     p.validation_pair_accuracy = q.pair_accuracy;
-    {
-      // The hand-written estimate's ordering of the same held-back edits.
-      int64_t agree = 0, pairs = 0;
-      for (const auto& [begin, end] : validation.rounds) {
-        for (size_t a = begin; a < end; ++a) {
-          for (size_t b = a + 1; b < end; ++b) {
-            const double la = validation.samples[a].log_change,
-                         lb = validation.samples[b].log_change;
-            if (la == lb) continue;
-            ++pairs;
-            agree += (search::EditEstimator::EstimatedLogChange(validation.samples[a].features) <
-                      search::EditEstimator::EstimatedLogChange(validation.samples[b].features)) ==
-                     (la < lb);
-          }
-        }
-      }
-      p.estimate_pair_accuracy =
-          pairs > 0 ? static_cast<double>(agree) / static_cast<double>(pairs) : 0;
+    // The hand-written estimate's ordering of the same held-back edits.
+    std::vector<double> estimated;
+    for (const search::EditSample& sample : validation.samples) {
+      estimated.push_back(search::EditEstimator::EstimatedLogChange(sample.features));
     }
+    p.estimate_pair_accuracy =
+        search::InRoundPairAccuracy(estimated, validation.samples, validation.rounds);
     p.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     model->Save(directory / kEditModelFile);
     SaveDataset(data, directory / kSamplesFile);
