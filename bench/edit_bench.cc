@@ -45,7 +45,6 @@ std::vector<int> ParseList(const std::string& text) {
   return out;
 }
 
-// Best step time after each evaluation, over one refinement run.
 // What one arm searches.
 struct Problem {
   std::string name;
@@ -60,6 +59,7 @@ int Screening() {
   return text != nullptr ? std::stoi(text) : search::EditGuide{}.screening;
 }
 
+// Best step time after each evaluation, over one refinement run.
 std::vector<double> Run(const Problem& p, search::EditProposal arm, const std::string& model_file,
                         uint64_t seed, int max_evaluations) {
   const search::CandidateEvaluator& evaluator = *p.evaluator;
@@ -77,8 +77,7 @@ std::vector<double> Run(const Problem& p, search::EditProposal arm, const std::s
     }
     const std::vector<graph::EvaluationResult> results = evaluator.Evaluate(fresh);
     for (size_t i = 0; i < fresh.size(); ++i) {
-      search::Judgement j{results[i].valid ? results[i].step_seconds : kInfinity, {}};
-      for (const graph::DeviceStats& d : results[i].devices) j.busy.push_back(d.busy_seconds);
+      search::Judgement j = search::JudgementOf(results[i]);
       best = std::min(best, j.seconds);
       best_after.push_back(best);
       cache[KeyOf(fresh[i])] = std::move(j);

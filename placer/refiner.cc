@@ -9,6 +9,12 @@
 
 namespace placer::search {
 
+Judgement JudgementOf(const graph::EvaluationResult& result) {
+  Judgement j{result.valid ? result.step_seconds : std::numeric_limits<double>::infinity(), {}};
+  for (const graph::DeviceStats& d : result.devices) j.busy.push_back(d.busy_seconds);
+  return j;
+}
+
 Refiner::Refiner(const ActionSpace& space, const graph::GroupFeatures& features,
                  RefinerOptions options, uint64_t seed)
     : space_(space),

@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/evaluator.h"
 #include "graph/group_features.h"
 #include "graph/grouping.h"
 #include "placer/action_space.h"
@@ -46,6 +47,8 @@ struct Judgement {
   double seconds = 0;
   std::vector<double> busy;
 };
+// An evaluator's result as refinement sees it (infinity when invalid).
+Judgement JudgementOf(const graph::EvaluationResult& result);
 // One judgement per candidate, in order.
 using JudgeBatch = std::function<std::vector<Judgement>(const std::vector<Candidate>&)>;
 

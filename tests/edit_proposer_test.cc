@@ -48,9 +48,7 @@ struct Instance {
   std::vector<Judgement> Judge(const std::vector<Candidate>& batch) const {
     std::vector<Judgement> out;
     for (const graph::EvaluationResult& r : problem->evaluator->Evaluate(batch)) {
-      Judgement j{r.valid ? r.step_seconds : kInfinity, {}};
-      for (const graph::DeviceStats& d : r.devices) j.busy.push_back(d.busy_seconds);
-      out.push_back(std::move(j));
+      out.push_back(search::JudgementOf(r));
     }
     return out;
   }
