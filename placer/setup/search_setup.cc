@@ -339,11 +339,33 @@ std::string DescribeReplicas(const search::ReplicatedModel& model) {
              : fmt::format("{} replicas ({})", model.replicas, fmt::join(model.shard_sizes, "/"));
 }
 
+std::filesystem::path EditModelFileOf(const config::Config& config) {
+  if (config.search.edit_proposer != "learned") return {};
+  const std::filesystem::path& file = config.search.edit_model;
+  return file.is_relative() ? config.source.parent_path() / file : file;
+}
+
+namespace {
+
+// A learned scorer that cannot be read is refused as bad input before any work, not mid-search.
+void CheckEditModel(const config::Config& config) {
+  const std::filesystem::path file = EditModelFileOf(config);
+  if (file.empty()) return;
+  try {
+    search::EditModel::Load(file);
+  } catch (const std::runtime_error& error) {
+    throw InputError(
+        fmt::format("{}: search.edit_model: {}", config.source.string(), error.what()));
+  }
+}
+
+}  // namespace
+
 std::unique_ptr<SearchSetup> BuildSearchSetup(const config::Config& config, std::ostream& log) {
   const auto start = std::chrono::steady_clock::now();
   auto s = std::make_unique<SearchSetup>();
   s->config = config;
-  EditModelFileOf(config);  // a learned scorer that cannot be read is refused before any work
+  CheckEditModel(config);
   s->devices = setup::ResolveDevices(config);
   s->names = graph::DeviceNames(s->devices);
   const bool measured = config.search.evaluator == config::EvaluatorKind::kMeasured;
@@ -457,19 +479,6 @@ std::unique_ptr<SearchSetup> BuildSearchSetup(const config::Config& config, std:
   }
   s->setup_seconds = SecondsSince(start);
   return s;
-}
-
-std::filesystem::path EditModelFileOf(const config::Config& config) {
-  if (config.search.edit_proposer != "learned") return {};
-  const std::filesystem::path& file = config.search.edit_model;
-  std::filesystem::path resolved = file.is_relative() ? config.source.parent_path() / file : file;
-  try {
-    search::EditModel::Load(resolved);
-  } catch (const std::runtime_error& error) {
-    throw InputError(
-        fmt::format("{}: search.edit_model: {}", config.source.string(), error.what()));
-  }
-  return resolved;
 }
 
 search::SearchProblem SearchSetup::Problem() const {

@@ -107,9 +107,10 @@ std::string GroupingName(const config::Config& config);
 // is what search.max_wall_seconds leaves after the set-up, which planning includes (a tenth of
 // it at least).
 search::SearchOptions SearchOptionsFor(const SearchSetup& setup);
-// The learned proposer's scorer file (search.edit_model, relative to the config's directory),
-// checked by loading it; empty unless search.edit_proposer is "learned". Throws InputError naming
-// the config, the key and the file when it cannot be read or is of another version or shape.
+// The learned proposer's scorer file (search.edit_model, relative to the config's directory);
+// empty unless search.edit_proposer is "learned". BuildSearchSetup has checked it by loading it
+// (InputError naming the config, the key and the file when it cannot be read or is of another
+// version or shape).
 std::filesystem::path EditModelFileOf(const config::Config& config);
 search::RunIdentity RunIdentityFor(const SearchSetup& setup);
 
