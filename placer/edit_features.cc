@@ -65,18 +65,23 @@ EditEstimator::Estimate EditEstimator::EstimateOf(const Candidate& c) const {
   Estimate e;
   e.loads.assign(static_cast<size_t>(space_.num_devices()), 0.0);
   const int replicas = c.replicas;
-  // Per option, the device of each replica (options repeat across groups).
+  // Per option, the device of each replica and how many distinct devices they are (options
+  // repeat across groups, so each is worked out once per candidate).
   std::vector<std::vector<int>> devices(static_cast<size_t>(space_.num_options()));
+  std::vector<double> spans(static_cast<size_t>(space_.num_options()), 0);
   auto devices_of = [&](int option) -> const std::vector<int>& {
     std::vector<int>& d = devices[static_cast<size_t>(option)];
-    if (d.empty()) d = DevicesOf(option, replicas);
+    if (d.empty()) {
+      d = DevicesOf(option, replicas);
+      spans[static_cast<size_t>(option)] =
+          static_cast<double>(std::set<int>(d.begin(), d.end()).size());
+    }
     return d;
   };
   for (size_t g = 0; g < c.options.size(); ++g) {
     const std::vector<int>& on = devices_of(c.options[g]);
     for (int d : on) e.loads[static_cast<size_t>(d)] += work_[g] / replicas;
-    const std::set<int> distinct(on.begin(), on.end());
-    const auto k = static_cast<double>(distinct.size());
+    const double k = spans[static_cast<size_t>(c.options[g])];
     const double params = g < param_bytes_.size() ? param_bytes_[g] : 0;
     e.all_reduce_bytes += params * 2 * (k - 1) / k;
   }

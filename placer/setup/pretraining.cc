@@ -75,12 +75,6 @@ Dataset LoadDataset(const std::filesystem::path& file) {
   return d;
 }
 
-search::Judgement JudgementOf(const graph::EvaluationResult& r) {
-  search::Judgement j{r.valid ? r.step_seconds : std::numeric_limits<double>::infinity(), {}};
-  for (const graph::DeviceStats& d : r.devices) j.busy.push_back(d.busy_seconds);
-  return j;
-}
-
 // Refinement on one corpus problem, every judged edit recorded into `data`.
 void Collect(const CorpusProblem& p, const PretrainOptions& o, uint64_t seed,
              search::EditScorer* scorer, Dataset& data) {
@@ -100,7 +94,7 @@ void Collect(const CorpusProblem& p, const PretrainOptions& o, uint64_t seed,
   const search::JudgeBatch judge = [&](const std::vector<search::Candidate>& batch) {
     std::vector<search::Judgement> out;
     for (const graph::EvaluationResult& r : evaluator.Evaluate(batch))
-      out.push_back(JudgementOf(r));
+      out.push_back(search::JudgementOf(r));
     return out;
   };
   const std::vector<search::Judgement> starts = judge(instance.starts);
@@ -206,7 +200,7 @@ std::vector<PretrainProgress> Pretrain(const PretrainOptions& o,
   std::vector<PretrainProgress> progress;
   for (int iteration = done; iteration < o.iterations; ++iteration) {
     const auto start = Clock::now();
-    Dataset fresh = data;
+    // Appended in place: a stopped iteration is not saved, and is redone on resume.
     search::EditModel* scorer = model.get();
     for (int i = 0; i < o.problems_per_iteration; ++i) {
       if (stop()) {
@@ -214,13 +208,12 @@ std::vector<PretrainProgress> Pretrain(const PretrainOptions& o,
         return progress;
       }
       const CorpusProblem p = CorpusProblemFor(o, iteration, i);
-      const size_t before = fresh.samples.size();
+      const size_t before = data.samples.size();
       // The scorer must not learn online here: its labels are what training sees.
-      Collect(p, o, Mix(o.seed, static_cast<uint64_t>(iteration * 1000 + i)), scorer, fresh);
+      Collect(p, o, Mix(o.seed, static_cast<uint64_t>(iteration * 1000 + i)), scorer, data);
       log << fmt::format("iteration {} problem {}/{}: {}, {} edits\n", iteration + 1, i + 1,
-                         o.problems_per_iteration, p.Describe(), fresh.samples.size() - before);
+                         o.problems_per_iteration, p.Describe(), data.samples.size() - before);
     }
-    data = std::move(fresh);
     // Rounds held back for validation: every k-th.
     Dataset train, validation;
     const int every = o.validation_share > 0
