@@ -11,10 +11,6 @@
 
 namespace placer::graph {
 
-std::string ReplicaName(int replica, const std::string& name) {
-  return fmt::format("r{}/{}", replica, name);
-}
-
 std::vector<int64_t> SplitBatch(int64_t batch, const std::vector<double>& weights) {
   const auto parts = static_cast<int64_t>(weights.size());
   if (parts == 0) throw GraphError("data parallelism needs at least one device");
@@ -103,20 +99,18 @@ ReplicaMap MapReplicas(const Graph& replicated, const Graph& base) {
   map.base_op.assign(static_cast<size_t>(replicated.num_ops()), kNoOp);
   for (OpId id : replicated.OpsInPhase(Phase::kForward)) {
     const std::string& name = replicated.op(id).name;
-    const size_t slash = name.find('/');
+    const StepName parsed = ParseStepName(name);
     std::optional<OpId> base_op;
-    int replica = -1;
-    if (name.size() > 1 && name[0] == 'r' && slash != std::string::npos && slash > 1 &&
-        std::all_of(name.begin() + 1, name.begin() + static_cast<std::ptrdiff_t>(slash),
-                    [](char c) { return c >= '0' && c <= '9'; })) {
-      replica = std::stoi(name.substr(1, slash - 1));
-      base_op = base.FindOp(name.substr(slash + 1));
+    if (parsed.replica) base_op = base.FindOp(parsed.base);
+    if (parsed.replica && !base_op && parsed.micro_batch) {  // a model's own "m<k>/" name
+      base_op = base.FindOp(name.substr(name.find('/') + 1));
     }
     if (!base_op || base.op(*base_op).phase != Phase::kForward) {
       throw GraphError(fmt::format(
           "replicated op '{}' is not a replica of a forward op of the model (r<replica>/<op>)",
           name));
     }
+    const int replica = *parsed.replica;
     map.replica_of_op[static_cast<size_t>(id)] = replica;
     map.base_op[static_cast<size_t>(id)] = *base_op;
   }

@@ -10,6 +10,7 @@
 
 #include "graph/ir.h"
 #include "graph/placement.h"
+#include "graph/step_names.h"
 #include "graph/training_step.h"
 
 namespace placer::graph {
@@ -33,16 +34,14 @@ DataParallelGraph BuildDataParallel(const ForwardBuilder& build_forward, int64_t
                                     const std::vector<double>& weights, double learning_rate,
                                     const AllReduceOptions& all_reduce = {});
 
-// Name of replica r's copy of `name`.
-std::string ReplicaName(int replica, const std::string& name);
-
-// Where the forward ops of a replicated graph come from: op "r<r>/<name>" is replica r's copy of
-// the forward op <name> of `base` (the same model, unreplicated). -1 for ops of other phases.
+// Where the forward ops of a replicated graph come from: op "r<r>/<name>" (or "r<r>/m<k>/<name>",
+// a replicated pipeline's) is replica r's copy of the forward op <name> of `base` (the same model,
+// unreplicated). -1 for ops of other phases.
 struct ReplicaMap {
   std::vector<int> replica_of_op;  // per op of the replicated graph
   std::vector<OpId> base_op;       // per op of the replicated graph: an op id of `base`
 };
-// Throws GraphError naming a forward op whose name is not "r<r>/<op of base>".
+// Throws GraphError naming a forward op whose name is not "r<r>/[m<k>/]<op of base>".
 ReplicaMap MapReplicas(const Graph& replicated, const Graph& base);
 
 }  // namespace placer::graph

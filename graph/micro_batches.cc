@@ -11,123 +11,172 @@
 
 namespace placer::graph {
 
-std::string MicroBatchName(int micro_batch, const std::string& name) {
-  return fmt::format("m{}/{}", micro_batch, name);
-}
-
 namespace {
 
-// k for a name "m<k>/...", else nullopt; `rest` gets what follows the slash.
-std::optional<int> ParseMicroBatch(const std::string& name, std::string* rest = nullptr) {
-  const size_t slash = name.find('/');
-  if (name.size() < 3 || name[0] != 'm' || slash == std::string::npos || slash < 2 ||
-      !std::all_of(name.begin() + 1, name.begin() + static_cast<std::ptrdiff_t>(slash),
-                   [](char c) { return c >= '0' && c <= '9'; })) {
-    return std::nullopt;
-  }
-  if (rest) *rest = name.substr(slash + 1);
-  return std::stoi(name.substr(1, slash - 1));
+// The micro-batch of a gradient contribution: its producer's, 0 outside any.
+int MicroBatchOfProducer(const Graph& g, TensorId grad) {
+  return ParseStepName(g.op(g.tensor(grad).producer).name).micro_batch.value_or(0);
 }
 
-// `g` with each update's gradient contributions summed micro-batch by micro-batch into a running
-// total ("m<k>/<param>.grad_acc", on the parameter's device), as frameworks accumulate gradients
-// in place: a micro-batch's contributions are freed once added, instead of all M micro-batches'
-// waiting for the update. AppendBackwardAndUpdate appends the updates last, so every other op
-// keeps its id.
+// Sums `grads` (a parameter's gradient contributions) micro-batch by micro-batch into a running
+// total ("[r<r>/]m<k>/<param>.grad_acc" on the parameter's device, an op belonging with `owner`),
+// adding the ops to `out`; the contributions of the last micro-batch are left to the caller with
+// the total so far, which it returns in `rest`.
+std::vector<TensorId> AccumulateUpToLast(Graph& out, const Graph& g, const Tensor& param,
+                                         OpId owner, const std::vector<TensorId>& grads) {
+  std::map<int, std::vector<TensorId>> by_micro_batch;
+  for (TensorId grad : grads) by_micro_batch[MicroBatchOfProducer(g, grad)].push_back(grad);
+  std::optional<TensorId> total;
+  for (auto it = by_micro_batch.begin(); it != by_micro_batch.end(); ++it) {
+    std::vector<TensorId>& these = it->second;
+    if (total) these.insert(these.begin(), *total);
+    if (std::next(it) == by_micro_batch.end()) return these;
+    if (these.size() == 1) {
+      total = these[0];
+      continue;
+    }
+    const std::string name = InMicroBatch(it->first, param.name + ".grad_acc");
+    const TensorId sum =
+        out.AddTensor({.name = name, .shape = param.shape, .kind = TensorKind::kGradient});
+    out.AddOp({.name = name,
+               .type = op_types::kAddN,
+               .phase = Phase::kBackward,
+               .inputs = these,
+               .outputs = {sum},
+               .forward_op = owner});
+    total = sum;
+  }
+  return {};
+}
+
+// `g` with each parameter's gradient contributions summed micro-batch by micro-batch into a
+// running total, as frameworks accumulate gradients in place: a micro-batch's contributions are
+// freed once added, instead of all M micro-batches' waiting for the update. Rewritten are the
+// updates of a one-replica step (their inputs: the parameter, then its contributions) and each
+// replica's gradient sum of a replicated one ("<param>.grad_sum", an AddN of the replica's
+// contributions), which then adds the last micro-batch to the total of the others. Every other op
+// keeps its place; the running totals come right before the op they feed.
 Graph AccumulateGradients(const Graph& g) {
   Graph out;
   for (const Tensor& t : g.tensors()) out.AddTensor(t);
-  std::vector<OpId> updates;
   for (OpId id = 0; id < g.num_ops(); ++id) {
-    if (g.op(id).phase == Phase::kUpdate) {
-      updates.push_back(id);
-    } else {
-      out.AddOp(g.op(id));
-    }
-  }
-  for (OpId id : updates) {
-    Op update = g.op(id);
-    const Tensor param = g.tensor(update.inputs[0]);
-    std::map<int, std::vector<TensorId>> by_micro_batch;
-    for (size_t i = 1; i < update.inputs.size(); ++i) {
-      const OpId producer = g.tensor(update.inputs[i]).producer;
-      by_micro_batch[ParseMicroBatch(g.op(producer).name).value_or(0)].push_back(update.inputs[i]);
-    }
-    std::optional<TensorId> total;
-    for (auto& [k, grads] : by_micro_batch) {
-      if (total) grads.insert(grads.begin(), *total);
-      if (grads.size() == 1) {
-        total = grads[0];
-        continue;
+    Op op = g.op(id);
+    const bool update = op.phase == Phase::kUpdate;
+    const bool replica_sum = op.type == op_types::kAddN && op.name.ends_with(".grad_sum");
+    if (update) {
+      const Tensor param = g.tensor(op.inputs[0]);
+      std::vector<TensorId> rest =
+          AccumulateUpToLast(out, g, param, op.forward_op,
+                             std::vector<TensorId>(op.inputs.begin() + 1, op.inputs.end()));
+      if (rest.size() > 1) {  // the last micro-batch's sum, as before
+        const std::string name =
+            InMicroBatch(MicroBatchOfProducer(g, rest.back()), param.name + ".grad_acc");
+        const TensorId sum =
+            out.AddTensor({.name = name, .shape = param.shape, .kind = TensorKind::kGradient});
+        out.AddOp({.name = name,
+                   .type = op_types::kAddN,
+                   .phase = Phase::kBackward,
+                   .inputs = rest,
+                   .outputs = {sum},
+                   .forward_op = op.forward_op});
+        rest = {sum};
       }
-      const std::string name = MicroBatchName(k, param.name + ".grad_acc");
-      const TensorId sum =
-          out.AddTensor({.name = name, .shape = param.shape, .kind = TensorKind::kGradient});
-      out.AddOp({.name = name,
-                 .type = op_types::kAddN,
-                 .phase = Phase::kBackward,
-                 .inputs = grads,
-                 .outputs = {sum},
-                 .forward_op = update.forward_op});
-      total = sum;
+      op.inputs = {op.inputs[0], rest.front()};
+    } else if (replica_sum) {
+      const std::string param_name = op.name.substr(0, op.name.size() - 9);  // ".grad_sum"
+      const Tensor& param = g.tensor(*g.FindTensor(param_name));
+      op.inputs = AccumulateUpToLast(out, g, param, op.forward_op, op.inputs);
     }
-    update.inputs = {update.inputs[0], *total};
-    out.AddOp(std::move(update));
+    out.AddOp(std::move(op));
   }
   return out;
 }
 
 }  // namespace
 
-MicroBatchedGraph BuildMicroBatched(const ForwardBuilder& build_forward, int64_t batch,
-                                    int micro_batches, double learning_rate) {
+ForwardBuilder MicroBatchedForward(ForwardBuilder build_forward, int micro_batches) {
   if (micro_batches < 1) {
     throw GraphError(fmt::format("micro_batches: {} is not a count of micro-batches (at least 1)",
                                  micro_batches));
   }
-  if (batch % micro_batches != 0) {
-    // Unequal micro-batches would give the last stage's ops different shapes per micro-batch and
-    // the schedule a ragged tail; GPipe and PipeDream both cut the minibatch evenly.
-    throw GraphError(fmt::format(
-        "micro_batches: {} does not divide the batch of {} rows into equal micro-batches",
-        micro_batches, batch));
-  }
+  return
+      [build_forward = std::move(build_forward), micro_batches](int64_t rows, int64_t normalizer) {
+        if (rows % micro_batches != 0) {
+          // Unequal micro-batches would give the last stage's ops different shapes per micro-batch
+          // and the schedule a ragged tail; GPipe and PipeDream both cut the minibatch evenly.
+          throw GraphError(fmt::format(
+              "micro_batches: {} does not divide the batch of {} rows into equal micro-batches",
+              micro_batches, rows));
+        }
+        Graph g;
+        // Every micro-batch has the same rows: one build (an ONNX model is loaded once), M copies.
+        const Graph part = build_forward(rows / micro_batches, normalizer);
+        for (int k = 0; k < micro_batches; ++k) {
+          std::vector<TensorId> remap(static_cast<size_t>(part.num_tensors()));
+          for (TensorId t = 0; t < part.num_tensors(); ++t) {
+            Tensor copy = part.tensor(t);
+            if (copy.kind == TensorKind::kParameter) {
+              // Every micro-batch reads the one parameter: its gradients add up in the update.
+              if (std::optional<TensorId> shared = g.FindTensor(copy.name)) {
+                remap[static_cast<size_t>(t)] = *shared;
+                continue;
+              }
+            } else {
+              copy.name = MicroBatchName(k, copy.name);
+            }
+            remap[static_cast<size_t>(t)] = g.AddTensor(std::move(copy));
+          }
+          for (const Op& op : part.ops()) {
+            Op copy = op;
+            copy.name = MicroBatchName(k, op.name);
+            for (TensorId& t : copy.inputs) t = remap[static_cast<size_t>(t)];
+            for (TensorId& t : copy.outputs) t = remap[static_cast<size_t>(t)];
+            g.AddOp(std::move(copy));
+          }
+        }
+        return g;
+      };
+}
+
+MicroBatchedGraph BuildMicroBatched(const ForwardBuilder& build_forward, int64_t batch,
+                                    int micro_batches, double learning_rate) {
   MicroBatchedGraph result;
+  Graph g = MicroBatchedForward(build_forward, micro_batches)(batch, batch);
   result.micro_batches = micro_batches;
   result.micro_batch_size = batch / micro_batches;
-  Graph& g = result.graph;
-  // Every micro-batch has the same rows: one build (an ONNX model is loaded once), M copies.
-  const Graph part = build_forward(result.micro_batch_size, batch);
-  for (int k = 0; k < micro_batches; ++k) {
-    std::vector<TensorId> remap(static_cast<size_t>(part.num_tensors()));
-    for (TensorId t = 0; t < part.num_tensors(); ++t) {
-      Tensor copy = part.tensor(t);
-      if (copy.kind == TensorKind::kParameter) {
-        // Every micro-batch reads the one parameter: its gradients add up in the update.
-        if (std::optional<TensorId> shared = g.FindTensor(copy.name)) {
-          remap[static_cast<size_t>(t)] = *shared;
-          continue;
-        }
-      } else {
-        copy.name = MicroBatchName(k, copy.name);
-      }
-      remap[static_cast<size_t>(t)] = g.AddTensor(std::move(copy));
-    }
-    for (const Op& op : part.ops()) {
-      Op copy = op;
-      copy.name = MicroBatchName(k, op.name);
-      for (TensorId& t : copy.inputs) t = remap[static_cast<size_t>(t)];
-      for (TensorId& t : copy.outputs) t = remap[static_cast<size_t>(t)];
-      g.AddOp(std::move(copy));
-    }
-  }
   AppendBackwardAndUpdate(g, learning_rate);
   result.graph = AccumulateGradients(g);
   result.graph.Validate();
   return result;
 }
 
-std::optional<int> MicroBatchOfName(const std::string& name) { return ParseMicroBatch(name); }
+DataParallelGraph BuildReplicatedPipelines(const ForwardBuilder& build_forward, int64_t batch,
+                                           const std::vector<std::string>& devices,
+                                           int micro_batches, double learning_rate,
+                                           const AllReduceOptions& all_reduce) {
+  const auto replicas = static_cast<int64_t>(devices.size());
+  if (micro_batches < 1 || replicas < 1 || batch % (replicas * micro_batches) != 0) {
+    throw GraphError(fmt::format(
+        "replicas {} x micro_batches {}: the batch of {} rows does not split into that many "
+        "equal micro-batches",
+        replicas, micro_batches, batch));
+  }
+  DataParallelGraph result =
+      BuildDataParallel(MicroBatchedForward(build_forward, micro_batches), batch, devices,
+                        std::vector<double>(devices.size(), 1.0), learning_rate, all_reduce);
+  if (micro_batches > 1) {
+    result.graph = AccumulateGradients(result.graph);
+    result.graph.Validate();
+    // The rewrite added ops: forward ops keep their ids, the rest run where their forward op does.
+    result.placement.device_of_op.resize(static_cast<size_t>(result.graph.num_ops()), -1);
+    result.placement.micro_batches = micro_batches;
+  }
+  return result;
+}
+
+std::optional<int> MicroBatchOfName(const std::string& name) {
+  return ParseStepName(name).micro_batch;
+}
 
 std::vector<int> MicroBatchOfOps(const Graph& graph) {
   std::vector<int> micro_batch(static_cast<size_t>(graph.num_ops()), -1);
@@ -135,8 +184,13 @@ std::vector<int> MicroBatchOfOps(const Graph& graph) {
     const Op& op = graph.op(id);
     if (op.phase == Phase::kUpdate) continue;
     // Its own name (forward and backward ops, gradient sums), else its forward op's.
-    std::optional<int> k = ParseMicroBatch(op.name);
-    if (!k && op.forward_op != kNoOp) k = ParseMicroBatch(graph.op(op.forward_op).name);
+    std::optional<int> k = MicroBatchOfName(op.name);
+    if (!k && op.type == op_types::kBackward && op.forward_op != kNoOp) {
+      k = MicroBatchOfName(graph.op(op.forward_op).name);
+    }
+    if (!k && op.phase == Phase::kBackward && op.type != op_types::kBackward) {
+      continue;  // a replica's summed gradient or its all-reduce: once, after the micro-batches
+    }
     if (!k) {
       throw GraphError(fmt::format(
           "op '{}' belongs to no micro-batch (m<k>/<op>): the graph is not micro-batched",
@@ -157,9 +211,9 @@ Placement PlaceMicroBatches(const MicroBatchedGraph& micro_batched, const Graph&
       .schedule = schedule,
   };
   for (OpId id : g.OpsInPhase(Phase::kForward)) {
-    std::string base_name;
+    const StepName parsed = ParseStepName(g.op(id).name);
     std::optional<OpId> base_op;
-    if (ParseMicroBatch(g.op(id).name, &base_name)) base_op = base.FindOp(base_name);
+    if (parsed.micro_batch && !parsed.replica) base_op = base.FindOp(parsed.base);
     if (!base_op || base.op(*base_op).phase != Phase::kForward) {
       throw GraphError(fmt::format(
           "micro-batched op '{}' is not a copy of a forward op of the model (m<k>/<op>)",

@@ -4,6 +4,10 @@
 // micro-batch and runs once. One step then computes the plain step's update. The executor and the
 // simulator run such a graph like any other; the placement's schedule orders its micro-batches
 // (graph/pipeline.h).
+//
+// Replicated pipelines: R data-parallel replicas of such a step, each on 1/R of the minibatch in M
+// micro-batches of its own; each replica sums its micro-batches' gradients, then the replicas'
+// sums are all-reduced once, after the last micro-batch (graph/data_parallel.h).
 #pragma once
 
 #include <optional>
@@ -13,6 +17,7 @@
 #include "graph/data_parallel.h"
 #include "graph/ir.h"
 #include "graph/placement.h"
+#include "graph/step_names.h"
 
 namespace placer::graph {
 
@@ -29,14 +34,31 @@ struct MicroBatchedGraph {
 MicroBatchedGraph BuildMicroBatched(const ForwardBuilder& build_forward, int64_t batch,
                                     int micro_batches, double learning_rate);
 
-// Name of micro-batch k's copy of `name`.
-std::string MicroBatchName(int micro_batch, const std::string& name);
+// The forward graph of `micro_batches` copies of `build_forward`'s, each on 1/M of the rows asked
+// for, all reading the same parameters: micro-batch k's ops, inputs and labels are named
+// "m<k>/<name>". Throws GraphError naming `micro_batches` when it is below 1 or does not divide
+// the rows.
+ForwardBuilder MicroBatchedForward(ForwardBuilder build_forward, int micro_batches);
 
-// k for a name "m<k>/<rest>" (an op or tensor of micro-batch k), else nullopt.
+// R = devices.size() replicas (replica r's placement on devices[r]) of the step micro-batched
+// `micro_batches` times, on R equal shards of `batch` rows: replica r's copy of micro-batch k's op
+// X is "r<r>/m<k>/X", its parameters "r<r>/<parameter>". Each replica sums its gradient
+// micro-batch by micro-batch, as the one-replica step does, and the replicas' sums are all-reduced
+// in buckets after the last micro-batch. Throws GraphError when the batch does not split into
+// R x M equal micro-batches.
+DataParallelGraph BuildReplicatedPipelines(const ForwardBuilder& build_forward, int64_t batch,
+                                           const std::vector<std::string>& devices,
+                                           int micro_batches, double learning_rate,
+                                           const AllReduceOptions& all_reduce = {});
+
+// k for a name "m<k>/<rest>" or "r<r>/m<k>/<rest>" (an op or tensor of micro-batch k), else
+// nullopt.
 std::optional<int> MicroBatchOfName(const std::string& name);
 
-// The micro-batch each op of `graph` belongs to: a forward op named "m<k>/...", its backward op;
-// -1 for the updates, which run once. Throws GraphError naming an op outside any micro-batch.
+// The micro-batch each op of `graph` belongs to: a forward op named "[r<r>/]m<k>/...", its
+// backward op; -1 for what runs once, after the micro-batches: the updates, and in replicated
+// pipelines each replica's summed gradient and its all-reduce. Throws GraphError naming an op
+// outside any micro-batch.
 std::vector<int> MicroBatchOfOps(const Graph& graph);
 
 // The placement of a micro-batched graph that runs every micro-batch's copy of op X on the device

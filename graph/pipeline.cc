@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "graph/micro_batches.h"
+#include "graph/step_names.h"
 
 namespace placer::graph {
 
@@ -34,35 +35,53 @@ PipelineOrder::PipelineOrder(const Graph& graph, const Placement& placement,
     }
   }
 
-  // Stages, by each device's earliest forward op.
-  std::vector<int> first(static_cast<size_t>(num_devices), std::numeric_limits<int>::max());
+  // Stages, by each device's earliest forward op; in replicated pipelines each replica has its
+  // own stages, and a device that several replicas use admits as few micro-batches as the
+  // tightest of its stages allows.
+  std::vector<int> replica_of_op(static_cast<size_t>(graph.num_ops()), 0);
+  int replicas = 1;
+  for (OpId id = 0; id < graph.num_ops(); ++id) {
+    if (!IsForward(id)) continue;
+    const int r = ParseStepName(graph.op(id).name).replica.value_or(0);
+    replica_of_op[static_cast<size_t>(id)] = r;
+    replicas = std::max(replicas, r + 1);
+  }
+  std::vector<std::vector<int>> first(
+      static_cast<size_t>(replicas),
+      std::vector<int>(static_cast<size_t>(num_devices), std::numeric_limits<int>::max()));
   forward_ops_.assign(static_cast<size_t>(num_devices), 0);
   backward_ops_.assign(static_cast<size_t>(num_devices),
                        std::vector<int>(static_cast<size_t>(micro_batches_), 0));
   for (OpId id = 0; id < graph.num_ops(); ++id) {
     const auto d = static_cast<size_t>(device_of_op[static_cast<size_t>(id)]);
+    const int k = micro_batch_[static_cast<size_t>(id)];
     if (IsForward(id)) {
-      first[d] = std::min(first[d], rank[static_cast<size_t>(id)]);
+      int& earliest = first[static_cast<size_t>(replica_of_op[static_cast<size_t>(id)])][d];
+      earliest = std::min(earliest, rank[static_cast<size_t>(id)]);
       ++forward_ops_[d];
-    } else if (phase_[static_cast<size_t>(id)] == Phase::kBackward) {
-      ++backward_ops_[d][static_cast<size_t>(micro_batch_[static_cast<size_t>(id)])];
+    } else if (phase_[static_cast<size_t>(id)] == Phase::kBackward && k >= 0) {
+      ++backward_ops_[d][static_cast<size_t>(k)];
     }
   }
-  std::vector<int> by_first(static_cast<size_t>(num_devices));
-  std::iota(by_first.begin(), by_first.end(), 0);
-  std::stable_sort(by_first.begin(), by_first.end(), [&](int a, int b) {
-    return first[static_cast<size_t>(a)] < first[static_cast<size_t>(b)];
-  });
   stage_of_device_.assign(static_cast<size_t>(num_devices), -1);
-  for (int d : by_first) {
-    if (forward_ops_[static_cast<size_t>(d)] > 0)
-      stage_of_device_[static_cast<size_t>(d)] = stages_++;
-  }
   in_flight_limit_.assign(static_cast<size_t>(num_devices), micro_batches_);
-  if (schedule_ == PipelineSchedule::kOneFOneB) {
+  for (const std::vector<int>& earliest : first) {
+    std::vector<int> by_first;
     for (int d = 0; d < num_devices; ++d) {
-      const int stage = stage_of_device_[static_cast<size_t>(d)];
-      if (stage >= 0) in_flight_limit_[static_cast<size_t>(d)] = stages_ - stage;
+      if (earliest[static_cast<size_t>(d)] != std::numeric_limits<int>::max())
+        by_first.push_back(d);
+    }
+    std::stable_sort(by_first.begin(), by_first.end(), [&](int a, int b) {
+      return earliest[static_cast<size_t>(a)] < earliest[static_cast<size_t>(b)];
+    });
+    const int stages = static_cast<int>(by_first.size());
+    stages_ = std::max(stages_, stages);
+    for (int stage = 0; stage < stages; ++stage) {
+      const auto d = static_cast<size_t>(by_first[static_cast<size_t>(stage)]);
+      if (stage_of_device_[d] < 0) stage_of_device_[d] = stage;
+      if (schedule_ == PipelineSchedule::kOneFOneB) {
+        in_flight_limit_[d] = std::min(in_flight_limit_[d], stages - stage);
+      }
     }
   }
 
@@ -123,7 +142,7 @@ void PipelineOrder::Finished(DeviceState& state, OpId op) const {
   if (phase == Phase::kForward) {
     --state.forwards_left;
     state.forward_done[static_cast<size_t>(op)] = 1;
-  } else if (phase == Phase::kBackward) {
+  } else if (phase == Phase::kBackward && micro_batch_[static_cast<size_t>(op)] >= 0) {
     --state.backward_left[static_cast<size_t>(micro_batch_[static_cast<size_t>(op)])];
   }
 }

@@ -16,6 +16,10 @@
 //   micro-batches' activations are stashed.
 // A backward op never starts before its own forward op has run (the loss's backward reads only
 // the loss's inputs, so a backward-first order could otherwise pick it first). Update ops run last.
+// Replicated pipelines (ops "r<r>/m<k>/..."): each replica's devices are its own stages, and its
+// micro-batch k is micro-batch k of every replica; a device shared by several replicas admits a
+// micro-batch under the tightest of its stages' limits. A replica's summed gradient and its
+// all-reduce belong to no micro-batch: they never hold a micro-batch in flight.
 // Deadlock-free: under both rules the oldest unfinished micro-batch can always be admitted
 // everywhere (1F1B) or all forwards finish first (GPipe).
 #pragma once
@@ -37,8 +41,10 @@ class PipelineOrder {
 
   // Per op: lower runs first among the ready ops of a device.
   const std::vector<int>& priority() const { return priority_; }
+  // The most stages of any replica.
   int stages() const { return stages_; }
-  // Per device: its stage (0 first), or -1 for a device without forward ops.
+  // Per device: its stage (0 first) in the first replica that uses it, or -1 for a device without
+  // forward ops.
   const std::vector<int>& stage_of_device() const { return stage_of_device_; }
   const std::vector<int>& micro_batch_of_op() const { return micro_batch_; }
 
