@@ -151,7 +151,7 @@ graph::PipelineSettings PipelineFor(const Commands& c) {
 }
 
 // The training step the placement file is for: replicated, micro-batched (its op names are then
-// "m<k>/<op>"), or the configured model.
+// "m<k>/<op>"), both ("r<r>/m<k>/<op>"), or the configured model.
 graph::Graph ModelFor(const Commands& c, const config::Config& config) {
   const setup::StepShape shape{ReplicasFor(c, config), PipelineFor(c).micro_batches};
   if (shape.micro_batches == 1) return setup::BuildStep(config, shape);
@@ -181,8 +181,11 @@ int Evaluate(const Commands& c) {
   } else {
     placement = ChoosePlacement(c, model, devices, description, setup::ExpertFacts(config));
     if (placement.micro_batches > 1) {
-      description += fmt::format(" ({} micro-batches of {} rows, {})", placement.micro_batches,
-                                 config.model.batch_size / placement.micro_batches,
+      const int replicas = ReplicasFor(c, config);
+      description += fmt::format(" ({}{} micro-batches of {} rows, {})",
+                                 replicas > 1 ? fmt::format("{} replicas x ", replicas) : "",
+                                 placement.micro_batches,
+                                 config.model.batch_size / replicas / placement.micro_batches,
                                  graph::ToString(placement.schedule));
     }
   }

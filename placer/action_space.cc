@@ -12,7 +12,8 @@
 namespace placer::search {
 
 ActionSpace::ActionSpace(int num_devices, std::vector<int> replica_counts,
-                         std::vector<int> micro_batch_counts)
+                         std::vector<int> micro_batch_counts,
+                         std::vector<ReplicatedPipeline> replicated_pipelines)
     : num_devices_(num_devices) {
   if (num_devices < 1) throw std::invalid_argument("the action space needs at least one device");
   replica_counts.push_back(1);
@@ -42,6 +43,23 @@ ActionSpace::ActionSpace(int num_devices, std::vector<int> replica_counts,
       shapes_.push_back({1, m, schedule});
     }
   }
+  std::sort(replicated_pipelines.begin(), replicated_pipelines.end());
+  replicated_pipelines.erase(std::unique(replicated_pipelines.begin(), replicated_pipelines.end()),
+                             replicated_pipelines.end());
+  for (const ReplicatedPipeline& p : replicated_pipelines) {
+    if (p.replicas < 2 || p.micro_batches < 2 ||
+        std::find(replica_counts_.begin(), replica_counts_.end(), p.replicas) ==
+            replica_counts_.end()) {
+      throw std::invalid_argument(fmt::format(
+          "replicated pipeline of {} replicas x {} micro-batches: it needs a replica count of the "
+          "space ({}) above 1 and at least 2 micro-batches",
+          p.replicas, p.micro_batches, fmt::join(replica_counts_, ", ")));
+    }
+    for (auto schedule : {graph::PipelineSchedule::kGPipe, graph::PipelineSchedule::kOneFOneB}) {
+      shapes_.push_back({p.replicas, p.micro_batches, schedule});
+    }
+  }
+  replicated_pipelines_ = std::move(replicated_pipelines);
   // Widths are the replica counts: a width must divide some R to be usable at all.
   for (int width : replica_counts_) {
     const int stride = num_devices / width;
@@ -74,6 +92,47 @@ std::vector<int> ActionSpace::DefaultMicroBatchCounts(int64_t batch, int64_t ste
   return counts;
 }
 
+std::vector<ReplicatedPipeline> ActionSpace::DefaultReplicatedPipelines(
+    const std::vector<int>& pipeline_replica_counts, const std::vector<int>& micro_batch_counts,
+    int64_t batch, int64_t step_ops) {
+  std::vector<ReplicatedPipeline> pipelines;
+  for (int r : pipeline_replica_counts) {
+    for (int m : micro_batch_counts) {
+      if (r > 1 && m > 1 && batch % (int64_t{r} * m) == 0 &&
+          int64_t{r} * m * step_ops <= kMaxPipelineOps) {
+        pipelines.push_back({r, m});
+      }
+    }
+  }
+  return pipelines;
+}
+
+std::vector<int> ActionSpace::DefaultPipelineReplicaCounts(int num_devices,
+                                                           const std::vector<int>& replica_counts) {
+  std::vector<int> counts;
+  for (int r : replica_counts) {
+    if (r > 1 && 2 * r <= num_devices) counts.push_back(r);
+  }
+  return counts;
+}
+
+bool ActionSpace::HasShape(const StepShape& shape) const {
+  return std::find(shapes_.begin(), shapes_.end(), shape) != shapes_.end();
+}
+
+namespace {
+
+// "; replicated pipelines 2x4, 4x2" (replicas x micro-batches), or nothing.
+std::string PipelinesText(const std::vector<ReplicatedPipeline>& pipelines) {
+  std::vector<std::string> parts;
+  for (const ReplicatedPipeline& p : pipelines) {
+    parts.push_back(fmt::format("{}x{}", p.replicas, p.micro_batches));
+  }
+  return parts.empty() ? "" : fmt::format("; replicated pipelines {}", fmt::join(parts, ", "));
+}
+
+}  // namespace
+
 int ActionSpace::ShapeIndex(const Candidate& candidate) const {
   const StepShape want{candidate.replicas, candidate.micro_batches, candidate.schedule};
   for (size_t i = 0; i < shapes_.size(); ++i) {
@@ -81,9 +140,10 @@ int ActionSpace::ShapeIndex(const Candidate& candidate) const {
   }
   throw std::invalid_argument(fmt::format(
       "{} replicas with {} micro-batches ({}): not a shape of the search (replica counts {}; "
-      "micro-batch counts {}, with one replica; M = 1 runs as gpipe)",
+      "micro-batch counts {}, with one replica; M = 1 runs as gpipe{})",
       candidate.replicas, candidate.micro_batches, graph::ToString(candidate.schedule),
-      fmt::join(replica_counts_, ", "), fmt::join(micro_batch_counts_, ", ")));
+      fmt::join(replica_counts_, ", "), fmt::join(micro_batch_counts_, ", "),
+      PipelinesText(replicated_pipelines_)));
 }
 
 Candidate ActionSpace::WithShape(Candidate candidate, const StepShape& shape) const {
@@ -142,13 +202,15 @@ int ActionSpace::Nearest(int option, int replicas) const {
 }
 
 std::optional<Candidate> ActionSpace::ScaleOut(const Candidate& candidate, int replicas) const {
-  if (replicas % candidate.replicas != 0 || candidate.micro_batches != 1 ||
-      std::find(replica_counts_.begin(), replica_counts_.end(), replicas) ==
-          replica_counts_.end()) {
+  if (replicas % candidate.replicas != 0 ||
+      !HasShape({replicas, candidate.micro_batches, candidate.schedule})) {
     return std::nullopt;
   }
   const int factor = replicas / candidate.replicas;
-  Candidate scaled{.replicas = replicas};
+  Candidate scaled{.replicas = replicas,
+                   .options = {},
+                   .micro_batches = candidate.micro_batches,
+                   .schedule = candidate.schedule};
   for (int option : candidate.options) {
     const ParallelOption& o = options_[static_cast<size_t>(option)];
     const auto widened =

@@ -19,9 +19,13 @@
 //
 // Pipelines: a one-replica candidate may also cut the minibatch into M micro-batches (M from a
 // short list, ActionSpace::DefaultMicroBatchCounts) run under GPipe or 1F1B (graph/pipeline.h):
-// the groups' options are then the stages, contiguous or not (any group on any device). The
-// first decision is the step's *shape*: a replica count, or one replica with a micro-batch count
-// and a schedule (a replicated step with micro-batches is not built).
+// the groups' options are then the stages, contiguous or not (any group on any device).
+// Replicated pipelines: R > 1 replicas, each cut into M micro-batches of its own shard
+// (graph::BuildReplicatedPipelines), the all-reduce after the last micro-batch; with stages on
+// width-R options ({0, 4} then {1, 5}, ...) that is R pipelines side by side, data parallel
+// between them (PipeDream's replicated stages, Megatron's DP x PP). The first decision is the
+// step's *shape*: a replica count, with a micro-batch count and a schedule where the space has
+// pipelines of that many replicas.
 // Torch-free.
 #pragma once
 
@@ -45,8 +49,8 @@ struct ParallelOption {
 struct Candidate {
   int replicas = 1;          // R, one of ActionSpace::replica_counts()
   std::vector<int> options;  // per group: an index into ActionSpace::options()
-  // M, one of ActionSpace::micro_batch_counts(); above 1 only with one replica. The schedule is
-  // GPipe when M = 1.
+  // M, one of ActionSpace::micro_batch_counts() (one replica) or of a replicated pipeline of
+  // the space (ActionSpace::replicated_pipelines()). The schedule is GPipe when M = 1.
   int micro_batches = 1;
   graph::PipelineSchedule schedule = graph::PipelineSchedule::kGPipe;
   bool operator==(const Candidate&) const = default;
@@ -58,6 +62,15 @@ struct StepShape {
   int micro_batches = 1;
   graph::PipelineSchedule schedule = graph::PipelineSchedule::kGPipe;
   bool operator==(const StepShape&) const = default;
+};
+
+// A replicated-pipeline shape of the space: R > 1 replicas of M > 1 micro-batches each (under
+// either schedule).
+struct ReplicatedPipeline {
+  int replicas = 2;
+  int micro_batches = 2;
+  bool operator==(const ReplicatedPipeline&) const = default;
+  auto operator<=>(const ReplicatedPipeline&) const = default;
 };
 
 struct NamedCandidate {
@@ -76,10 +89,12 @@ class ActionSpace {
  public:
   // `replica_counts`: the replica counts to search over (each >= 1 and <= num_devices; sorted and
   // made unique here; 1 is always included). `micro_batch_counts` likewise (each >= 1; 1 always
-  // included): every M > 1 gives two one-replica shapes, GPipe and 1F1B. Throws
+  // included): every M > 1 gives two one-replica shapes, GPipe and 1F1B. Every replicated
+  // pipeline (R one of the replica counts, R > 1, M > 1) gives two more. Throws
   // std::invalid_argument when one is out of range.
   ActionSpace(int num_devices, std::vector<int> replica_counts,
-              std::vector<int> micro_batch_counts = {1});
+              std::vector<int> micro_batch_counts = {1},
+              std::vector<ReplicatedPipeline> replicated_pipelines = {});
 
   // 1, 2, 4, ... up to `num_devices`, and `num_devices` itself (data parallelism over every
   // device), each no larger than `max_replicas` (the batch: every replica needs a row).
@@ -91,14 +106,31 @@ class ActionSpace {
   static constexpr int64_t kMaxPipelineOps = 120'000;
   static std::vector<int> DefaultMicroBatchCounts(int64_t batch, int64_t step_ops,
                                                   int max_count = 8);
+  // Every R of `pipeline_replica_counts` above 1 with every M > 1 of `micro_batch_counts` whose
+  // R x M equal micro-batches split `batch` and whose R x M copies of the step stay within
+  // kMaxPipelineOps.
+  static std::vector<ReplicatedPipeline> DefaultReplicatedPipelines(
+      const std::vector<int>& pipeline_replica_counts, const std::vector<int>& micro_batch_counts,
+      int64_t batch, int64_t step_ops);
+  // The replica counts whose replicas may be pipelines by default: those of `replica_counts`
+  // from 2 up to half the devices (every pipeline has at least two stages).
+  static std::vector<int> DefaultPipelineReplicaCounts(int num_devices,
+                                                       const std::vector<int>& replica_counts);
 
   int num_devices() const { return num_devices_; }
   const std::vector<int>& replica_counts() const { return replica_counts_; }
+  // The micro-batch counts of one replica.
   const std::vector<int>& micro_batch_counts() const { return micro_batch_counts_; }
+  const std::vector<ReplicatedPipeline>& replicated_pipelines() const {
+    return replicated_pipelines_;
+  }
   // Every replica count with M = 1, in order, then one replica with each M > 1 under GPipe and
-  // under 1F1B.
+  // under 1F1B, then each replicated pipeline under both.
   const std::vector<StepShape>& shapes() const { return shapes_; }
-  bool has_pipelines() const { return micro_batch_counts_.size() > 1; }
+  bool has_pipelines() const {
+    return micro_batch_counts_.size() > 1 || !replicated_pipelines_.empty();
+  }
+  bool HasShape(const StepShape& shape) const;
   // The index into shapes() of a candidate's shape; throws std::invalid_argument naming it when
   // the space has no such shape.
   int ShapeIndex(const Candidate& candidate) const;
@@ -128,7 +160,8 @@ class ActionSpace {
   // `candidate` copied onto the idle devices: R' = `replicas` (a multiple of R) replicas, each
   // option widened by R'/R over the same first device, so that a model-parallel placement over
   // devices 0..k-1 becomes R'/R copies side by side, data parallel between them. None when an
-  // option has no widened counterpart (it uses devices beyond the first D R / R').
+  // option has no widened counterpart (it uses devices beyond the first D R / R'). A pipelined
+  // candidate keeps its micro-batches and schedule: none when the space lacks that shape.
   std::optional<Candidate> ScaleOut(const Candidate& candidate, int replicas) const;
   // The allowed option for `replicas` that puts the most of the R replicas on the devices
   // `replica_devices` gives them (ties: the narrower option, then the lower index).
@@ -145,6 +178,7 @@ class ActionSpace {
   int num_devices_;
   std::vector<int> replica_counts_;
   std::vector<int> micro_batch_counts_;
+  std::vector<ReplicatedPipeline> replicated_pipelines_;
   std::vector<StepShape> shapes_;
   std::vector<ParallelOption> options_;
 };
@@ -157,7 +191,7 @@ std::string Summarise(const ActionSpace& space, const Candidate& candidate,
 // option (plain data parallelism, over some of the devices, is not a hybrid).
 bool IsHybrid(const Candidate& candidate);
 
-// A short text key of a candidate ("R|" then one byte per group; "1/M/schedule|" with
+// A short text key of a candidate ("R|" then one byte per group; "R/M/schedule|" with
 // micro-batches), for caches and logs.
 std::string KeyOf(const Candidate& candidate);
 // A printable form of the key, for the search log: "2:0,0,5,5", or "1/4/1f1b:0,0,5,5" with

@@ -117,16 +117,50 @@ void AddMicroBatchedModels(std::vector<std::unique_ptr<ReplicatedModel>>& models
   }
 }
 
+void AddReplicatedPipelineModels(std::vector<std::unique_ptr<ReplicatedModel>>& models,
+                                 const graph::Grouping& grouping,
+                                 const graph::ForwardBuilder& build_forward, int64_t batch,
+                                 double learning_rate,
+                                 const std::vector<ReplicatedPipeline>& pipelines,
+                                 std::vector<std::string>* notes) {
+  for (const ReplicatedPipeline& p : pipelines) {
+    const bool replicated = std::any_of(models.begin(), models.end(), [&](const auto& m) {
+      return m->replicas == p.replicas && m->micro_batches == 1;
+    });
+    try {
+      if (!replicated) {
+        throw graph::GraphError(fmt::format("no step of {} replicas", p.replicas));
+      }
+      std::vector<std::string> names;
+      for (int r = 0; r < p.replicas; ++r) names.push_back(fmt::format("r{}", r));
+      auto model = std::make_unique<ReplicatedModel>(
+          Replicated(graph::BuildReplicatedPipelines(build_forward, batch, names, p.micro_batches,
+                                                     learning_rate),
+                     models.front()->graph, grouping));
+      model->micro_batches = p.micro_batches;
+      models.push_back(std::move(model));
+    } catch (const graph::GraphError& error) {
+      if (notes != nullptr) {
+        notes->push_back(fmt::format("{} replicas of {} micro-batches left out: {}", p.replicas,
+                                     p.micro_batches, error.what()));
+      }
+    }
+  }
+}
+
 ActionSpace SpaceOf(int devices, const std::vector<std::unique_ptr<ReplicatedModel>>& models) {
   std::vector<int> replica_counts, micro_batch_counts;
+  std::vector<ReplicatedPipeline> pipelines;
   for (const auto& m : models) {
     if (m->micro_batches == 1) {
       replica_counts.push_back(m->replicas);
-    } else {
+    } else if (m->replicas == 1) {
       micro_batch_counts.push_back(m->micro_batches);
+    } else {
+      pipelines.push_back({m->replicas, m->micro_batches});
     }
   }
-  return ActionSpace(devices, replica_counts, micro_batch_counts);
+  return ActionSpace(devices, replica_counts, micro_batch_counts, pipelines);
 }
 
 CandidateEvaluator::CandidateEvaluator(const ActionSpace& space,

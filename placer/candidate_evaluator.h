@@ -1,8 +1,9 @@
 // From candidates of the action space to placements of real training steps, and their judgement.
 //
 // The model is built once per replica count R of the action space (R replicas, each on 1/R of
-// the minibatch, gradients all-reduced) and once per micro-batch count M > 1 (one replica, M
-// micro-batches: graph/micro_batches.h; both schedules share the graph); the groups are those of
+// the minibatch, gradients all-reduced), once per micro-batch count M > 1 (one replica, M
+// micro-batches: graph/micro_batches.h; both schedules share the graph) and once per replicated
+// pipeline (R x M: graph::BuildReplicatedPipelines); the groups are those of
 // the unreplicated model, so a candidate's option for group g places every replica's (or
 // micro-batch's) copy of g's ops. Evaluation goes through the Evaluator seam, one evaluator per
 // model, a whole batch of candidates per call.
@@ -27,7 +28,8 @@ namespace placer::search {
 // its forward ops belongs to.
 struct ReplicatedModel {
   int replicas = 1;
-  int micro_batches = 1;  // above 1: one replica, ops named "m<k>/<op>" (graph/micro_batches.h)
+  int micro_batches = 1;  // above 1: ops named "m<k>/<op>", or "r<r>/m<k>/<op>" with replicas
+                          // (graph/micro_batches.h)
   graph::Graph graph;
   std::vector<int64_t> shard_sizes;  // rows of the minibatch per replica
   std::vector<int>
@@ -67,8 +69,19 @@ void AddMicroBatchedModels(std::vector<std::unique_ptr<ReplicatedModel>>& models
                            double learning_rate, const std::vector<int>& counts,
                            std::vector<std::string>* notes);
 
+// Appends to `models` the step of every replicated pipeline of `pipelines` (R x M,
+// graph::BuildReplicatedPipelines) whose R has a model already (M = 1); one that cannot be built
+// is left out with the reason in `notes`.
+void AddReplicatedPipelineModels(std::vector<std::unique_ptr<ReplicatedModel>>& models,
+                                 const graph::Grouping& grouping,
+                                 const graph::ForwardBuilder& build_forward, int64_t batch,
+                                 double learning_rate,
+                                 const std::vector<ReplicatedPipeline>& pipelines,
+                                 std::vector<std::string>* notes);
+
 // The action space over `devices` devices of the step shapes `models` holds (BuildReplicatedModels'
-// replica counts, AddMicroBatchedModels' micro-batch counts).
+// replica counts, AddMicroBatchedModels' micro-batch counts, AddReplicatedPipelineModels'
+// replicated pipelines).
 ActionSpace SpaceOf(int devices, const std::vector<std::unique_ptr<ReplicatedModel>>& models);
 
 class CandidateEvaluator {

@@ -5,8 +5,8 @@
 //
 //   encoder   a bidirectional LSTM over the groups in topological order (op type embedding and
 //             the group's static features: shape, FLOPs, bytes, parameters, neighbours);
-//   R head    the step's shape (ActionSpace::shapes(): the replica count, or one replica with a
-//             micro-batch count and schedule), from the mean encoding (and the incumbent's);
+//   R head    the step's shape (ActionSpace::shapes(): the replica count, with a micro-batch
+//             count and schedule for pipelines), from the mean encoding (and the incumbent's);
 //   decoder   an LSTM that emits one option per group, fed the previous group's option, the shape,
 //   the
 //             incumbent's option for the group and, per option, the share of the group's traffic

@@ -183,16 +183,24 @@ void Refiner::ChangeReplicas(Candidate& c) {
     option = space_.Nearest(option, replicas);
   }
   c.replicas = replicas;
-  c.micro_batches = 1;  // micro-batches come with one replica only
-  c.schedule = graph::PipelineSchedule::kGPipe;
+  // Pipelines keep their micro-batches where the space has them at the new replica count.
+  if (!space_.HasShape({replicas, c.micro_batches, c.schedule})) {
+    c.micro_batches = 1;
+    c.schedule = graph::PipelineSchedule::kGPipe;
+  }
 }
 
 void Refiner::ChangePipeline(Candidate& c) {
+  // Another micro-batch count or schedule at the candidate's replica count; without one (a
+  // replica count whose replicas are not pipelined), one of the one-replica shapes.
+  const StepShape now{c.replicas, c.micro_batches, c.schedule};
   std::vector<StepShape> others;
   for (const StepShape& shape : space_.shapes()) {
-    if (shape.replicas == 1 && (shape.micro_batches != c.micro_batches ||
-                                shape.schedule != c.schedule || c.replicas != 1)) {
-      others.push_back(shape);
+    if (shape.replicas == c.replicas && shape != now) others.push_back(shape);
+  }
+  if (others.empty()) {
+    for (const StepShape& shape : space_.shapes()) {
+      if (shape.replicas == 1) others.push_back(shape);
     }
   }
   if (others.empty()) return ChangeReplicas(c);

@@ -119,6 +119,11 @@ std::string Differences(const RunIdentity& saved, const RunIdentity& now) {
                                 fmt::join(saved.micro_batch_counts, ", "),
                                 fmt::join(now.micro_batch_counts, ", ")));
   }
+  if (saved.replicated_pipelines != now.replicated_pipelines) {
+    parts.push_back(fmt::format("the replicated pipelines were [{}], now [{}]",
+                                fmt::join(saved.replicated_pipelines, ", "),
+                                fmt::join(now.replicated_pipelines, ", ")));
+  }
   return fmt::format("{}", fmt::join(parts, "; "));
 }
 
@@ -131,7 +136,8 @@ nlohmann::json RunIdentity::ToJson() const {
           {"groups", groups},
           {"devices", devices},
           {"replica_counts", replica_counts},
-          {"micro_batch_counts", micro_batch_counts}};
+          {"micro_batch_counts", micro_batch_counts},
+          {"replicated_pipelines", replicated_pipelines}};
 }
 
 RunIdentity RunIdentity::FromJson(const nlohmann::json& j) {
@@ -141,7 +147,8 @@ RunIdentity RunIdentity::FromJson(const nlohmann::json& j) {
           j.at("groups"),
           j.at("devices").get<std::vector<std::string>>(),
           j.at("replica_counts").get<std::vector<int>>(),
-          j.value("micro_batch_counts", std::vector<int>{1})};
+          j.value("micro_batch_counts", std::vector<int>{1}),
+          j.value("replicated_pipelines", std::vector<std::string>{})};
 }
 
 void WriteBestPlacement(const std::filesystem::path& dir, const graph::Graph& graph,

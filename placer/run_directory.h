@@ -48,6 +48,8 @@ struct RunIdentity {
   std::vector<std::string> devices;
   std::vector<int> replica_counts;
   std::vector<int> micro_batch_counts = {1};  // {1} in runs saved before pipelines were searched
+  // "RxM" per replicated pipeline searched; none in runs saved before they were.
+  std::vector<std::string> replicated_pipelines;
   nlohmann::json ToJson() const;
   static RunIdentity FromJson(const nlohmann::json& json);
 };

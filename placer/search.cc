@@ -383,7 +383,7 @@ SearchOutcome RandomSearch(const CandidateEvaluator& evaluator, int evaluations,
                            int batch_size) {
   const ActionSpace& space = evaluator.space();
   std::mt19937_64 rng(seed);
-  // Per step shape (a replica count, or one replica with M micro-batches and a schedule): the
+  // Per step shape (a replica count, with M micro-batches and a schedule for pipelines): the
   // options its replica count allows.
   const std::vector<StepShape>& shapes = space.shapes();
   std::vector<std::vector<int>> allowed(shapes.size());

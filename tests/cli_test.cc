@@ -358,7 +358,8 @@ TEST(CliTest, EvaluateSimulateWritesTheSimulatedTraceNextToTheMeasuredOne) {
 }
 
 // A placement file with micro_batches and schedule: evaluate builds the micro-batched step (op
-// names "m<k>/<op>") and runs and simulates that schedule; a replicated one it refuses.
+// names "m<k>/<op>") and runs and simulates that schedule; with replicas too, the replicated
+// pipelines ("r<r>/m<k>/<op>").
 TEST(CliTest, EvaluateRunsAPipelinedPlacementFromItsFile) {
   const auto dir = SuiteDir() / "pipelined";
   std::filesystem::create_directories(dir);
@@ -380,12 +381,21 @@ TEST(CliTest, EvaluateRunsAPipelinedPlacementFromItsFile) {
     EXPECT_THAT(json, AllOf(HasSubstr("m0/conv1"), HasSubstr("m3/fc1"))) << trace;
   }
 
+  // Two replicated pipelines of 4 micro-batches, replica r on cpu:r: the step of 2 x 4 copies.
   const std::string both =
-      WriteTemp("pipelined_replicated.yaml", "replicas: 2\nmicro_batches: 4\ndefault: cpu:0\n");
-  Result refused =
-      RunPlacer("evaluate --config " + config + " --placement " + both + " --simulate");
-  EXPECT_EQ(refused.exit_code, 2) << refused.output;
-  EXPECT_THAT(refused.output, AllOf(HasSubstr("replicas 2 and micro_batches 4")));
+      WriteTemp("pipelined_replicated.yaml",
+                "replicas: 2\nmicro_batches: 4\nschedule: 1f1b\ndefault: cpu:0\n"
+                "rules:\n  - {match: \"r1/*\", device: cpu:1}\n");
+  Result replicated = RunPlacer("evaluate --config " + config + " --placement " + both +
+                                " --simulate --trace " + (dir / "replicated.json").string());
+  EXPECT_EQ(replicated.exit_code, 0) << replicated.output;
+  EXPECT_THAT(replicated.output, AllOf(HasSubstr("2 replicas x 4 micro-batches of 2 rows, 1f1b"),
+                                       HasSubstr("simulated / measured")));
+  {
+    std::ifstream in(dir / "replicated.json");
+    const std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_THAT(json, AllOf(HasSubstr("r0/m0/conv1"), HasSubstr("r1/m3/fc1")));
+  }
   const std::string three = WriteTemp("pipelined_three.yaml", "micro_batches: 3\ndefault: 0\n");
   Result undivided =
       RunPlacer("evaluate --config " + config + " --placement " + three + " --simulate");

@@ -262,7 +262,7 @@ SearchConfig ReadSearch(const Value& value) {
               "temperature",   "tanh_clip",         "replicas",          "policy",
               "refinement",    "refinement_rounds", "verify_candidates", "grouping",
               "max_groups",    "micro_batches",     "verify_rounds",     "verify_max_rounds",
-              "edit_proposer", "edit_model",        "edit_screening"});
+              "edit_proposer", "edit_model",        "edit_screening",    "pipeline_replicas"});
   SearchConfig search;
   ReadInteger(mapping, "policy_steps", 0, &search.policy_steps);
   ReadInteger(mapping, "samples_per_step", 2, &search.samples_per_step);
@@ -290,6 +290,10 @@ SearchConfig ReadSearch(const Value& value) {
   ReadCounts(mapping, "replicas", "replica counts, e.g. [1, 2, 4]", &search.replicas);
   ReadCounts(mapping, "micro_batches", "micro-batch counts, e.g. [1, 2, 4, 8]",
              &search.micro_batches);
+  if (mapping.Find("pipeline_replicas") != nullptr) {
+    ReadCounts(mapping, "pipeline_replicas", "replica counts, e.g. [2, 4]",
+               &search.pipeline_replicas.emplace());
+  }
   if (const Value* policy = mapping.Find("policy")) search.policy = ToBool(*policy);
   if (const Value* refinement = mapping.Find("refinement")) {
     search.refinement = ToBool(*refinement);

@@ -139,6 +139,10 @@ struct SearchConfig {
   // and 1F1B); empty: 1, 2, 4, 8 that divide the batch and keep M copies of the step within 120k
   // ops (search::ActionSpace::kMaxPipelineOps); [1]: no pipelines.
   std::vector<int> micro_batches;
+  // search.pipeline_replicas: the replica counts whose replicas may also be pipelines (R replicas
+  // x M micro-batches, each M of micro_batches above 1); absent: the replica counts from 2 up to
+  // half the devices, within the same 120k ops of R x M copies; [1]: no replicated pipelines.
+  std::optional<std::vector<int>> pipeline_replicas;
   bool policy =
       kSearchDefaults.use_policy;  // search.policy: learn with the policy (PPO, self-imitation)
   bool refinement =

@@ -78,10 +78,12 @@ graph::DataParallelGraph BuildReplicated(const config::Config& config, int repli
 graph::Graph BuildStep(const config::Config& config, StepShape shape) {
   if (shape.micro_batches > 1) {
     if (shape.replicas > 1) {
-      throw InputError(fmt::format(
-          "replicas {} and micro_batches {}: a replicated step with micro-batches is not built "
-          "(give one of the two)",
-          shape.replicas, shape.micro_batches));
+      std::vector<std::string> replica_names;
+      for (int r = 0; r < shape.replicas; ++r) replica_names.push_back(fmt::format("r{}", r));
+      return graph::BuildReplicatedPipelines(ForwardBuilderFor(config), config.model.batch_size,
+                                             replica_names, shape.micro_batches,
+                                             config.model.learning_rate)
+          .graph;
     }
     return graph::BuildMicroBatched(ForwardBuilderFor(config), config.model.batch_size,
                                     shape.micro_batches, config.model.learning_rate)

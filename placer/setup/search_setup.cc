@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <optional>
 #include <ostream>
 #include <set>
 #include <sstream>
@@ -184,24 +186,76 @@ void AddScaledOut(SearchSetup& s, const search::ActionSpace& space) {
 
 // Where the space has pipelines: the pipeline baseline's contiguous stages (its dynamic program,
 // placer/baselines/pipeline.h) with every micro-batch count and schedule of the space, each stage
-// mapped onto the single-device option of its device, group by group.
+// mapped onto the single-device option of its device, group by group. For R replicated pipelines
+// the stages are cut over the first D / R devices and copied onto the others
+// (ActionSpace::ScaleOut): pipeline r on devices r D / R and up.
 void AddPipelineStarts(SearchSetup& s, const search::ActionSpace& space) {
   if (!space.has_pipelines()) return;
-  baselines::StagePartition stages;
-  try {
-    stages = baselines::PartitionIntoStages(s.base(), s.devices, *s.costs.front());
-  } catch (const std::exception& error) {
-    s.notes.push_back(fmt::format("no pipeline warm start: {}", error.what()));
-    return;
-  }
-  const search::Candidate cut =
-      space.FromGroupDevices(graph::GroupDevices(s.base(), s.grouping, stages.placement));
+  const auto devices = static_cast<int>(s.devices.size());
+  std::map<int, std::optional<search::Candidate>> cut_for;  // per replica count
   for (const search::StepShape& shape : space.shapes()) {
     if (shape.micro_batches == 1) continue;
-    s.pipelined.push_back({fmt::format("pipeline (contiguous stages), M = {}, {}",
-                                       shape.micro_batches, graph::ToString(shape.schedule)),
-                           space.WithShape(cut, shape)});
+    if (!cut_for.contains(shape.replicas)) {
+      std::optional<search::Candidate>& cut = cut_for[shape.replicas];
+      const int stages = devices / shape.replicas;
+      try {
+        const baselines::StagePartition partition = baselines::PartitionIntoStages(
+            s.base(), graph::DeviceSet(s.devices.begin(), s.devices.begin() + stages),
+            *s.costs.front());
+        graph::Placement over_all = partition.placement;
+        over_all.devices = s.names;
+        cut = space.FromGroupDevices(graph::GroupDevices(s.base(), s.grouping, over_all));
+      } catch (const std::exception& error) {
+        s.notes.push_back(
+            fmt::format("no pipeline warm start on {} devices: {}", stages, error.what()));
+      }
+    }
+    const std::optional<search::Candidate>& cut = cut_for.at(shape.replicas);
+    if (!cut) continue;
+    search::Candidate pipelined = *cut;
+    pipelined.micro_batches = shape.micro_batches;
+    pipelined.schedule = shape.schedule;
+    if (shape.replicas == 1) {
+      s.pipelined.push_back({fmt::format("pipeline (contiguous stages), M = {}, {}",
+                                         shape.micro_batches, graph::ToString(shape.schedule)),
+                             pipelined});
+      continue;
+    }
+    pipelined.micro_batches = 1;
+    pipelined.schedule = graph::PipelineSchedule::kGPipe;
+    std::optional<search::Candidate> scaled = space.ScaleOut(pipelined, shape.replicas);
+    if (!scaled) continue;
+    s.pipelined.push_back(
+        {fmt::format("{} pipelines (contiguous stages), M = {}, {}", shape.replicas,
+                     shape.micro_batches, graph::ToString(shape.schedule)),
+         space.WithShape(*scaled, shape)});
   }
+}
+
+// The replicated pipelines to search: search.pipeline_replicas x the micro-batch counts above 1,
+// every pair when the config names the replica counts, else the default ones within
+// ActionSpace::kMaxPipelineOps. Throws InputError for a replica count that is not searched.
+std::vector<search::ReplicatedPipeline> ReplicatedPipelinesFor(
+    const config::Config& config, const std::vector<int>& replica_counts,
+    const std::vector<int>& micro_batches, int devices, int64_t step_ops) {
+  if (!config.search.pipeline_replicas) {
+    return search::ActionSpace::DefaultReplicatedPipelines(
+        search::ActionSpace::DefaultPipelineReplicaCounts(devices, replica_counts), micro_batches,
+        config.model.batch_size, step_ops);
+  }
+  std::vector<search::ReplicatedPipeline> pipelines;
+  for (int r : *config.search.pipeline_replicas) {
+    if (r > 1 &&
+        std::find(replica_counts.begin(), replica_counts.end(), r) == replica_counts.end()) {
+      throw InputError(fmt::format(
+          "{}: search.pipeline_replicas: {} replicas are not searched (search.replicas: {})",
+          config.source.string(), r, fmt::join(replica_counts, ", ")));
+    }
+    for (int m : micro_batches) {
+      if (r > 1 && m > 1) pipelines.push_back({r, m});
+    }
+  }
+  return pipelines;
 }
 
 }  // namespace
@@ -287,20 +341,33 @@ std::vector<std::string> SetupNotes(const SearchSetup& s, const std::string& con
 }
 
 std::string DescribeSetup(const SearchSetup& s) {
-  std::vector<std::string> counts, ops, micro_batches, micro_batch_ops;
+  std::vector<std::string> counts, ops, micro_batches, micro_batch_ops, replicated, replicated_ops;
   for (const auto& m : s.models) {
-    (m->micro_batches == 1 ? counts : micro_batches)
-        .push_back(std::to_string(m->micro_batches == 1 ? m->replicas : m->micro_batches));
-    (m->micro_batches == 1 ? ops : micro_batch_ops).push_back(std::to_string(m->graph.num_ops()));
+    const std::string size = std::to_string(m->graph.num_ops());
+    if (m->micro_batches == 1) {
+      counts.push_back(std::to_string(m->replicas));
+      ops.push_back(size);
+    } else if (m->replicas == 1) {
+      micro_batches.push_back(std::to_string(m->micro_batches));
+      micro_batch_ops.push_back(size);
+    } else {
+      replicated.push_back(fmt::format("{}x{}", m->replicas, m->micro_batches));
+      replicated_ops.push_back(size);
+    }
   }
   const std::string pipelines =
       micro_batches.empty()
           ? ""
           : fmt::format(" and of 1 replica in {} micro-batches ({} ops)",
                         fmt::join(micro_batches, "/"), fmt::join(micro_batch_ops, "/"));
-  return fmt::format("models of {} replicas ({} ops){}, {} warm starts, set-up {:.1f} s",
-                     fmt::join(counts, "/"), fmt::join(ops, "/"), pipelines, s.WarmStarts().size(),
-                     s.setup_seconds);
+  const std::string replicated_pipelines =
+      replicated.empty()
+          ? ""
+          : fmt::format(", replicated pipelines {} (replicas x micro-batches; {} ops)",
+                        fmt::join(replicated, "/"), fmt::join(replicated_ops, "/"));
+  return fmt::format("models of {} replicas ({} ops){}{}, {} warm starts, set-up {:.1f} s",
+                     fmt::join(counts, "/"), fmt::join(ops, "/"), pipelines, replicated_pipelines,
+                     s.WarmStarts().size(), s.setup_seconds);
 }
 
 search::RoundOptions RoundOptionsFor(const SearchSetup& setup) {
@@ -331,8 +398,10 @@ std::unique_ptr<search::RunLock> LockOutputDirectory(const std::filesystem::path
 
 std::string DescribeReplicas(const search::ReplicatedModel& model) {
   if (model.micro_batches > 1) {
-    return fmt::format("{} micro-batches of {}", model.micro_batches,
-                       model.shard_sizes.front() / model.micro_batches);
+    const std::string micro_batches = fmt::format("{} micro-batches of {}", model.micro_batches,
+                                                  model.shard_sizes.front() / model.micro_batches);
+    return model.replicas == 1 ? micro_batches
+                               : fmt::format("{} replicas of {}", model.replicas, micro_batches);
   }
   return model.replicas == 1
              ? "1 replica"
@@ -406,12 +475,17 @@ std::unique_ptr<SearchSetup> BuildSearchSetup(const config::Config& config, std:
       config.search.micro_batches.empty()
           ? search::ActionSpace::DefaultMicroBatchCounts(config.model.batch_size, base.num_ops())
           : config.search.micro_batches;
+  const std::vector<search::ReplicatedPipeline> pipelines =
+      ReplicatedPipelinesFor(config, wanted, micro_batches, devices, base.num_ops());
   s->models = search::BuildReplicatedModels(std::move(base), s->grouping, ForwardBuilderFor(config),
                                             config.model.batch_size, config.model.learning_rate,
                                             wanted, &s->notes);
   search::AddMicroBatchedModels(s->models, s->grouping, ForwardBuilderFor(config),
                                 config.model.batch_size, config.model.learning_rate, micro_batches,
                                 &s->notes);
+  search::AddReplicatedPipelineModels(s->models, s->grouping, ForwardBuilderFor(config),
+                                      config.model.batch_size, config.model.learning_rate,
+                                      pipelines, &s->notes);
   const search::ActionSpace space = search::SpaceOf(devices, s->models);
 
   if (measured) {
@@ -511,6 +585,19 @@ search::SearchOptions SearchOptionsFor(const SearchSetup& setup) {
   return o;
 }
 
+namespace {
+
+// "RxM" per replicated pipeline of the space, for the run's identity.
+std::vector<std::string> ReplicatedPipelineCounts(const search::ActionSpace& space) {
+  std::vector<std::string> counts;
+  for (const search::ReplicatedPipeline& p : space.replicated_pipelines()) {
+    counts.push_back(fmt::format("{}x{}", p.replicas, p.micro_batches));
+  }
+  return counts;
+}
+
+}  // namespace
+
 search::RunIdentity RunIdentityFor(const SearchSetup& s) {
   return {s.config.model.name(),
           s.grouping_name,
@@ -518,7 +605,8 @@ search::RunIdentity RunIdentityFor(const SearchSetup& s) {
           s.grouping.num_groups(),
           s.names,
           s.simulated->space().replica_counts(),
-          s.simulated->space().micro_batch_counts()};
+          s.simulated->space().micro_batch_counts(),
+          ReplicatedPipelineCounts(s.simulated->space())};
 }
 
 }  // namespace placer::setup

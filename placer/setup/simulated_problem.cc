@@ -17,7 +17,8 @@ SimulatedProblem MakeSimulatedProblem(const graph::ForwardBuilder& build_forward
                                       const graph::GroupingOptions& grouping_options,
                                       graph::DeviceSet devices, const sim::CostModel& cost_model,
                                       const std::vector<int>& replica_counts,
-                                      const std::vector<int>& micro_batch_counts) {
+                                      const std::vector<int>& micro_batch_counts,
+                                      const std::vector<search::ReplicatedPipeline>& pipelines) {
   SimulatedProblem p;
   graph::Graph base = build_forward(batch, 0);
   graph::AppendBackwardAndUpdate(base, learning_rate);
@@ -28,6 +29,8 @@ SimulatedProblem MakeSimulatedProblem(const graph::ForwardBuilder& build_forward
                                            learning_rate, replica_counts, &p.notes);
   search::AddMicroBatchedModels(p.models, p.grouping, build_forward, batch, learning_rate,
                                 micro_batch_counts, &p.notes);
+  search::AddReplicatedPipelineModels(p.models, p.grouping, build_forward, batch, learning_rate,
+                                      pipelines, &p.notes);
   std::vector<const search::ReplicatedModel*> models;
   std::vector<graph::Evaluator*> evaluators;
   for (const auto& m : p.models) {
