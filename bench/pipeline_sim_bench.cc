@@ -58,8 +58,9 @@ int main(int argc, char** argv) {
   fmt::print(
       "{}: {} devices, batch {}, stages end at forward op {} of the topological order; "
       "bottleneck estimate {:.3f} ms; {:.1f} s\n",
-      argv[1], devices.size(), config.model.batch_size, fmt::join(result.stages.stage_end, "/"),
-      result.stages.bottleneck_seconds * 1e3, bench::SecondsSince(start));
+      argv[1], devices.size(), config.model.batch_size,
+      fmt::join(result.stages.front().stage_end, "/"),
+      result.stages.front().bottleneck_seconds * 1e3, bench::SecondsSince(start));
   fmt::print(
       "| M | schedule | simulated step | peak memory per device (GiB) |\n|---:|---|---:|---|\n");
   for (size_t i = 0; i < result.trials.size(); ++i) {

@@ -227,8 +227,10 @@ int RunCompareCommand(const Commands& c) {
     std::optional<size_t> result;
     if (fastest) {
       const search::Candidate& stages = *pending[*fastest].candidate;
-      row.method = fmt::format("pipeline (M = {}, {}, measured)", stages.micro_batches,
-                               graph::ToString(stages.schedule));
+      row.method =
+          fmt::format("pipeline ({}M = {}, {}, measured)",
+                      stages.replicas == 1 ? "" : fmt::format("{} replicas, ", stages.replicas),
+                      stages.micro_batches, graph::ToString(stages.schedule));
       row.candidate = pending[*fastest].candidate;
       result = slot[*fastest];
     }

@@ -110,32 +110,93 @@ StagePartition PartitionIntoStages(const graph::Graph& graph, const graph::Devic
   return partition;
 }
 
+const StagePartition& PipelineBaselineResult::StagesFor(int replicas) const {
+  for (size_t i = 0; i < replica_counts.size(); ++i) {
+    if (replica_counts[i] == replicas) return stages[i];
+  }
+  throw std::invalid_argument(fmt::format("no stages for {} replicas", replicas));
+}
+
+PipelineStep BuildPipelineStep(const PipelineBaselineResult& result, const PipelineTrial& trial,
+                               const graph::Graph& base, const graph::ForwardBuilder& build_forward,
+                               int64_t batch, double learning_rate,
+                               const std::vector<std::string>& device_names) {
+  const StagePartition& stages = result.StagesFor(trial.replicas);
+  graph::Placement per_stage = stages.placement;
+  per_stage.devices = device_names;
+  if (trial.replicas == 1) {
+    graph::MicroBatchedGraph mb =
+        graph::BuildMicroBatched(build_forward, batch, trial.micro_batches, learning_rate);
+    graph::Placement placement = graph::PlaceMicroBatches(mb, base, per_stage, trial.schedule);
+    return {std::move(mb.graph), std::move(placement)};
+  }
+  std::vector<std::string> replicas;
+  for (int r = 0; r < trial.replicas; ++r) replicas.push_back(fmt::format("r{}", r));
+  graph::DataParallelGraph step = graph::BuildReplicatedPipelines(
+      build_forward, batch, replicas, trial.micro_batches, learning_rate);
+  const int stride = static_cast<int>(device_names.size()) / trial.replicas;
+  const graph::ReplicaMap map = graph::MapReplicas(step.graph, base);
+  graph::Placement placement{
+      .devices = device_names,
+      .device_of_op = std::vector<int>(static_cast<size_t>(step.graph.num_ops()), -1),
+      .micro_batches = trial.micro_batches,
+      .schedule = trial.schedule};
+  for (OpId id : step.graph.OpsInPhase(Phase::kForward)) {
+    const auto op = static_cast<size_t>(id);
+    placement.device_of_op[op] = per_stage.device_of_op[static_cast<size_t>(map.base_op[op])] +
+                                 map.replica_of_op[op] * stride;
+  }
+  return {std::move(step.graph), std::move(placement)};
+}
+
 PipelineBaselineResult PipelineBaseline(const graph::Graph& base,
                                         const graph::ForwardBuilder& build_forward, int64_t batch,
                                         double learning_rate, const graph::DeviceSet& devices,
                                         const sim::CostModel& costs,
-                                        const std::vector<int>& micro_batch_counts) {
+                                        const std::vector<int>& micro_batch_counts,
+                                        const std::vector<int>& replica_counts, int64_t max_ops,
+                                        std::vector<std::string>* skipped) {
   PipelineBaselineResult outcome;
-  outcome.stages = PartitionIntoStages(base, devices, costs);
-  for (int m : micro_batch_counts) {
-    if (m < 1 || batch % m != 0) continue;
-    const graph::MicroBatchedGraph mb =
-        graph::BuildMicroBatched(build_forward, batch, m, learning_rate);
-    sim::Simulator simulator(mb.graph, devices, costs);
-    for (graph::PipelineSchedule schedule :
-         {graph::PipelineSchedule::kGPipe, graph::PipelineSchedule::kOneFOneB}) {
-      if (m == 1 && schedule != graph::PipelineSchedule::kGPipe) continue;  // the same step
-      const graph::Placement placement =
-          graph::PlaceMicroBatches(mb, base, outcome.stages.placement, schedule);
-      PipelineTrial trial{.micro_batches = m, .schedule = schedule};
-      trial.result = simulator.ToEvaluationResult(simulator.Simulate(placement));
-      outcome.trials.push_back(std::move(trial));
-      const PipelineTrial& added = outcome.trials.back();
-      if (added.result.valid &&
-          (outcome.best < 0 ||
-           added.result.step_seconds <
-               outcome.trials[static_cast<size_t>(outcome.best)].result.step_seconds)) {
-        outcome.best = static_cast<int>(outcome.trials.size()) - 1;
+  const auto num_devices = static_cast<int>(devices.size());
+  std::vector<int> grid = {1};
+  for (int r : replica_counts) {
+    if (r > 1 && num_devices % r == 0 && num_devices / r >= 2 &&
+        std::find(grid.begin(), grid.end(), r) == grid.end()) {
+      grid.push_back(r);
+    }
+  }
+  const std::vector<std::string> names = graph::DeviceNames(devices);
+  for (int r : grid) {
+    outcome.replica_counts.push_back(r);
+    outcome.stages.push_back(PartitionIntoStages(
+        base, graph::DeviceSet(devices.begin(), devices.begin() + num_devices / r), costs));
+    for (int m : micro_batch_counts) {
+      if (m < 1 || batch % (int64_t{r} * m) != 0) continue;
+      if (int64_t{r} * m * base.num_ops() > max_ops) {
+        if (skipped != nullptr) {
+          skipped->push_back(fmt::format("{} replicas x M = {} left out: {} x {} ops is over {}", r,
+                                         m, r * m, base.num_ops(), max_ops));
+        }
+        continue;
+      }
+      // Both schedules run the same step.
+      PipelineStep step = BuildPipelineStep(outcome, {.replicas = r, .micro_batches = m}, base,
+                                            build_forward, batch, learning_rate, names);
+      const sim::Simulator simulator(step.graph, devices, costs);
+      for (graph::PipelineSchedule schedule :
+           {graph::PipelineSchedule::kGPipe, graph::PipelineSchedule::kOneFOneB}) {
+        if (m == 1 && schedule != graph::PipelineSchedule::kGPipe) continue;  // the same step
+        PipelineTrial trial{.replicas = r, .micro_batches = m, .schedule = schedule};
+        step.placement.schedule = schedule;
+        trial.result = simulator.ToEvaluationResult(simulator.Simulate(step.placement));
+        outcome.trials.push_back(std::move(trial));
+        const PipelineTrial& added = outcome.trials.back();
+        if (added.result.valid &&
+            (outcome.best < 0 ||
+             added.result.step_seconds <
+                 outcome.trials[static_cast<size_t>(outcome.best)].result.step_seconds)) {
+          outcome.best = static_cast<int>(outcome.trials.size()) - 1;
+        }
       }
     }
   }

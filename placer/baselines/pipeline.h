@@ -1,7 +1,10 @@
 // The pipeline baseline: the model's forward ops in topological order cut into contiguous stages,
 // one per device, by dynamic programming (PipeDream's planner without stage replication, as
 // Tarnawski et al. state it), then run as micro-batches under GPipe or 1F1B with the micro-batch
-// count and schedule that give the shortest simulated step within every device's memory.
+// count and schedule that give the shortest simulated step within every device's memory. With
+// replicas, the DP x PP grid a practitioner configures by hand (Megatron's data-parallel size
+// times pipeline size): R pipelines of D / R contiguous stages each, pipeline r on devices
+// r D / R and up, data parallel between them (graph::BuildReplicatedPipelines).
 // Torch-free.
 #pragma once
 
@@ -31,25 +34,47 @@ struct StagePartition {
 StagePartition PartitionIntoStages(const graph::Graph& graph, const graph::DeviceSet& devices,
                                    const sim::CostModel& costs);
 
-// One simulated (micro-batch count, schedule) of the stage partition.
+// One simulated (replica count, micro-batch count, schedule) of the grid.
 struct PipelineTrial {
+  int replicas = 1;
   int micro_batches = 1;
   graph::PipelineSchedule schedule = graph::PipelineSchedule::kGPipe;
   graph::EvaluationResult result;  // simulated; invalid when a device runs out of memory
 };
 
 struct PipelineBaselineResult {
-  StagePartition stages;
-  std::vector<PipelineTrial> trials;  // every micro-batch count and schedule tried
+  // Per replica count tried (in the order given): the stages of one pipeline, over the first
+  // D / R devices.
+  std::vector<int> replica_counts;
+  std::vector<StagePartition> stages;
+  std::vector<PipelineTrial> trials;  // every shape tried
   int best = -1;                      // index into trials of the fastest valid one; -1 if none
+  const StagePartition& StagesFor(int replicas) const;
 };
 
-// The partition of `base` (the training step at `batch` rows, as `build_forward` builds it), then
-// every micro-batch count of `micro_batch_counts` that divides the batch under both schedules,
-// each simulated on `devices` with `costs`.
+// For every replica count R of `replica_counts` that divides the D devices into pipelines of at
+// least two stages (R = 1 always): the partition of `base` (the training step at `batch` rows, as
+// `build_forward` builds it) over the first D / R devices, then every micro-batch count of
+// `micro_batch_counts` for which R x M divides the batch, under both schedules, each simulated on
+// `devices` with `costs`. A shape whose R x M copies of the step would exceed `max_ops` ops is
+// skipped, and said so in `skipped`.
 PipelineBaselineResult PipelineBaseline(
     const graph::Graph& base, const graph::ForwardBuilder& build_forward, int64_t batch,
     double learning_rate, const graph::DeviceSet& devices, const sim::CostModel& costs,
-    const std::vector<int>& micro_batch_counts = {1, 2, 4, 8, 16, 32});
+    const std::vector<int>& micro_batch_counts = {1, 2, 4, 8, 16, 32},
+    const std::vector<int>& replica_counts = {1}, int64_t max_ops = 250'000,
+    std::vector<std::string>* skipped = nullptr);
+
+// The step of trial `trial` (one replica: graph::BuildMicroBatched; more:
+// graph::BuildReplicatedPipelines) and its placement: replica r's copy of an op on the device of
+// its stage, plus r D / R.
+struct PipelineStep {
+  graph::Graph graph;
+  graph::Placement placement;
+};
+PipelineStep BuildPipelineStep(const PipelineBaselineResult& result, const PipelineTrial& trial,
+                               const graph::Graph& base, const graph::ForwardBuilder& build_forward,
+                               int64_t batch, double learning_rate,
+                               const std::vector<std::string>& device_names);
 
 }  // namespace placer::baselines

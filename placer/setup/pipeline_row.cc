@@ -14,22 +14,34 @@
 
 namespace placer::setup {
 
+namespace {
+
+// Stages of `stages` that hold forward ops.
+int UsedStages(const baselines::StagePartition& stages) {
+  int used = 0;
+  for (size_t s = 0; s < stages.stage_end.size(); ++s) {
+    const int begin = s == 0 ? 0 : stages.stage_end[s - 1];
+    if (stages.stage_end[s] > begin) ++used;
+  }
+  return used;
+}
+
+// "pipeline (M = 4, 1f1b)", "pipeline (2 replicas, M = 4, 1f1b)".
+std::string MethodOf(const baselines::PipelineTrial& t) {
+  const std::string replicas = t.replicas == 1 ? "" : fmt::format("{} replicas, ", t.replicas);
+  return fmt::format("pipeline ({}M = {}, {})", replicas, t.micro_batches,
+                     graph::ToString(t.schedule));
+}
+
+}  // namespace
+
 PipelineRow PipelineRowFor(const SearchSetup& setup, const std::filesystem::path& directory) {
   const config::Config& config = setup.config;
   const int64_t batch = config.model.batch_size;
   PipelineRow out;
   std::vector<int> counts;
-  // M copies of the step are built and simulated per count: a bound on their size keeps the row
-  // to seconds on the largest models (NMT with 8 layers: 52k ops, so M <= 4). It is the search's
-  // bound of before (the search's own is lower: it builds each M in its planning time).
-  constexpr int64_t kMaxOps = 250'000;
   for (int m = 1; m <= 32; m *= 2) {
     if (batch % m != 0) continue;
-    if (m > 1 && int64_t{m} * setup.base().num_ops() > kMaxOps) {
-      out.log.push_back(fmt::format("pipeline: M = {} left out: {} x {} ops is over {}", m, m,
-                                    setup.base().num_ops(), kMaxOps));
-      continue;
-    }
     if (std::optional<std::string> problem = BatchProblem(config, batch / m)) {
       out.log.push_back(fmt::format("pipeline: M = {} left out: {}", m, *problem));
       continue;
@@ -41,25 +53,28 @@ PipelineRow PipelineRowFor(const SearchSetup& setup, const std::filesystem::path
   row.method = "pipeline (contiguous stages)";
   baselines::Stopwatch clock;
   baselines::PipelineBaselineResult result;
+  // R x M copies of the step are built and simulated per shape: a bound on their size keeps the
+  // row to seconds on the largest models (NMT with 8 layers: 52k ops, so R x M <= 4). It is the
+  // search's bound of before (the search's own is lower: it builds each shape in its planning
+  // time).
+  constexpr int64_t kMaxOps = 250'000;
   try {
-    result = baselines::PipelineBaseline(setup.base(), ForwardBuilderFor(config), batch,
-                                         config.model.learning_rate, setup.devices,
-                                         *setup.costs.front(), counts);
+    result = baselines::PipelineBaseline(
+        setup.base(), ForwardBuilderFor(config), batch, config.model.learning_rate, setup.devices,
+        *setup.costs.front(), counts, setup.simulated->space().replica_counts(), kMaxOps, &out.log);
   } catch (const std::exception& e) {
     row.invalid_reason = e.what();
     return out;
   }
   row.seconds_to_produce = clock.Seconds();
-  int used = 0;
-  for (size_t s = 0; s < result.stages.stage_end.size(); ++s) {
-    const int begin = s == 0 ? 0 : result.stages.stage_end[s - 1];
-    if (result.stages.stage_end[s] > begin) ++used;
-  }
   for (const baselines::PipelineTrial& t : result.trials) {
-    out.log.push_back(fmt::format(
-        "pipeline: {} stages, M = {}, {}: {}", used, t.micro_batches, graph::ToString(t.schedule),
-        t.result.valid ? fmt::format("{:.3f} ms", t.result.step_seconds * 1e3)
-                       : t.result.invalid_reason));
+    const int used = UsedStages(result.StagesFor(t.replicas));
+    out.log.push_back(fmt::format("pipeline: {}{} stages, M = {}, {}: {}",
+                                  t.replicas == 1 ? "" : fmt::format("{} replicas x ", t.replicas),
+                                  used, t.micro_batches, graph::ToString(t.schedule),
+                                  t.result.valid
+                                      ? fmt::format("{:.3f} ms", t.result.step_seconds * 1e3)
+                                      : t.result.invalid_reason));
   }
   row.evaluations = static_cast<int>(result.trials.size());
   if (result.best < 0) {
@@ -68,24 +83,30 @@ PipelineRow PipelineRowFor(const SearchSetup& setup, const std::filesystem::path
     return out;
   }
   const baselines::PipelineTrial& best = result.trials[static_cast<size_t>(result.best)];
+  const int used = UsedStages(result.StagesFor(best.replicas));
   row.valid = true;
-  row.method =
-      fmt::format("pipeline (M = {}, {})", best.micro_batches, graph::ToString(best.schedule));
+  row.method = MethodOf(best);
   row.step_seconds = best.result.step_seconds;
   for (const graph::DeviceStats& d : best.result.devices) {
     row.peak_memory_bytes.push_back(d.peak_memory_bytes);
   }
+  const int64_t rows = batch / best.replicas / best.micro_batches;
   row.placement =
-      fmt::format("{} contiguous stages, {} micro-batches of {} rows, {}", used, best.micro_batches,
-                  batch / best.micro_batches, graph::ToString(best.schedule));
+      best.replicas == 1
+          ? fmt::format("{} contiguous stages, {} micro-batches of {} rows, {}", used,
+                        best.micro_batches, rows, graph::ToString(best.schedule))
+          : fmt::format(
+                "{} replicas of {} contiguous stages (data parallel between them), {} "
+                "micro-batches of {} rows each, {}",
+                best.replicas, used, best.micro_batches, rows, graph::ToString(best.schedule));
 
-  // The picture: the fastest trial's simulated schedule, and each group on its stage's device.
-  const graph::MicroBatchedGraph mb = graph::BuildMicroBatched(
-      ForwardBuilderFor(config), batch, best.micro_batches, config.model.learning_rate);
-  const sim::Simulator simulator(mb.graph, setup.devices, *setup.costs.front());
-  sim::SimulationResult traced = simulator.Simulate(
-      graph::PlaceMicroBatches(mb, setup.base(), result.stages.placement, best.schedule),
-      /*record_trace=*/true);
+  // The picture: the fastest trial's simulated schedule, and each group on its stage's device in
+  // every pipeline.
+  const baselines::PipelineStep step =
+      baselines::BuildPipelineStep(result, best, setup.base(), ForwardBuilderFor(config), batch,
+                                   config.model.learning_rate, setup.names);
+  const sim::Simulator simulator(step.graph, setup.devices, *setup.costs.front());
+  sim::SimulationResult traced = simulator.Simulate(step.placement, /*record_trace=*/true);
   search::PlacementPicture picture{.method = row.method,
                                    .description = row.placement,
                                    .devices = setup.names,
@@ -95,12 +116,16 @@ PipelineRow PipelineRowFor(const SearchSetup& setup, const std::filesystem::path
   runtime::WriteChromeTrace(directory / file, traced.trace, "placer compare: " + row.method);
   picture.trace_files.push_back(file);
   picture.schedule = std::move(traced.trace);
+  const graph::Placement& stages = result.StagesFor(best.replicas).placement;
+  const int stride = static_cast<int>(setup.names.size()) / best.replicas;
   for (const std::vector<graph::OpId>& members : setup.grouping.members) {
     if (members.empty()) continue;
-    picture.layers.push_back(
-        {.label = setup.base().op(members.front()).name,
-         .ops = static_cast<int>(members.size()),
-         .devices = {result.stages.placement.device_of_op[static_cast<size_t>(members.front())]}});
+    const int stage = stages.device_of_op[static_cast<size_t>(members.front())];
+    std::vector<int> devices;
+    for (int r = 0; r < best.replicas; ++r) devices.push_back(stage + r * stride);
+    picture.layers.push_back({.label = setup.base().op(members.front()).name,
+                              .ops = static_cast<int>(members.size()),
+                              .devices = std::move(devices)});
   }
   out.picture = std::move(picture);
   return out;
