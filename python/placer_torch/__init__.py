@@ -14,7 +14,8 @@ itself is `.module`, as with DDP). See placed_model.py for what runs where.
 
 A pipelined file (`micro_batches: M`) runs the same loop, one micro-batch after another; to run
 their forward and backward passes in the file's schedule (GPipe or 1F1B), replace the forward,
-loss and backward by `loss = model.step(images, labels, torch.nn.functional.cross_entropy)`.
+loss and backward by `loss = model.step(images, labels, torch.nn.functional.cross_entropy)`; a
+file with replicas as well runs each replica's pipeline so, replica after replica.
 """
 
 import torch
@@ -139,8 +140,10 @@ def apply(model, placement, device_map=None):
     for k, plan in enumerate(plans):
         devices = _state_devices(model, plan, placement.default, placement.where(k))
         _check_shared(model, devices, placement.where(k))
-        if placement.micro_batches > 1 and k:
-            _check_one_copy(model, devices, module_devices[0], placement.where(k))
+        if placement.micro_batches > 1 and placement.micro_batch_of(k):
+            # A pipeline's micro-batches share their replica's one copy of the parameters.
+            _check_one_copy(model, devices, module_devices[k - placement.micro_batch_of(k)],
+                            placement.where(k))
         module_devices.append(devices)
     _move_state(model, module_devices[0], torch_devices)
     return PlacedModel(model, placement, plans, torch_devices, module_devices)

@@ -22,6 +22,11 @@ step). A plain call runs them one after the other and concatenates the outputs o
 device; `step` runs the forward and backward passes in the file's schedule (pipeline_order), one
 at a time in this one process: the order bounds the activations held (1F1B), it does not overlap
 the stages.
+
+With both (R replicated pipelines), replica r runs its shard (the even split) as M micro-batches
+on the devices the file gives replica r's micro-batch k, reading its own copies of the parameters
+as replicas do; `step` runs each replica's pipeline in the schedule's order, replica after
+replica.
 """
 
 import collections
@@ -179,8 +184,12 @@ class PlacedModel(torch.nn.Module):
 
     @property
     def stages(self):
-        """The pipeline's stage count, as placer counts it: the devices that run ops."""
-        return len({device for ops in self.placement.ops for device in ops.values()})
+        """The pipeline's stage count, as placer counts it: the devices that run ops (replica
+        0's, for replicated pipelines: each replica's devices are its own stages)."""
+        parts = self.placement.ops
+        if self.replicas > 1 and self.micro_batches > 1:
+            parts = parts[:self.micro_batches]
+        return len({device for ops in parts for device in ops.values()})
 
     def device_of(self, module_name, replica=0):
         """The placement device where module `module_name` ("" for the model) keeps its
@@ -232,7 +241,7 @@ class PlacedModel(torch.nn.Module):
         inputs = inputs if isinstance(inputs, tuple) else (inputs,)
         self.order = []
         if self.micro_batches == 1:
-            parts = [(inputs, target)]
+            parts = [(inputs, target)]  # replicas, if any, run in the one forward
         else:
             rows = [_rows(inputs)] + [_rows(x) for x in tree_flatten(target)[0]]
             if len({n for n in rows if n is not None}) > 1:
@@ -241,7 +250,13 @@ class PlacedModel(torch.nn.Module):
             parts = self._split((inputs, target))
         self.transfers = collections.Counter()
         losses, total = {}, 0
-        for kind, k in pipeline_order(self.placement.schedule, len(parts), self.stages):
+        # Replicated pipelines: each replica's M micro-batches in the schedule's order, part
+        # r * M + k for replica r's micro-batch k.
+        pipelines = self.replicas if self.micro_batches > 1 else 1
+        per_pipeline = len(parts) // pipelines
+        order = [(kind, r * per_pipeline + k) for r in range(pipelines)
+                 for kind, k in pipeline_order(self.placement.schedule, per_pipeline, self.stages)]
+        for kind, k in order:
             if kind == "F":
                 part_inputs, part_target = parts[k]
                 out = self(*part_inputs) if self.micro_batches == 1 else self._run_part(
@@ -266,11 +281,13 @@ class PlacedModel(torch.nn.Module):
             raise ValueError(f"a placement of {len(self._plans)} replicas or micro-batches needs "
                              "a tensor input to split by rows")
         if self.micro_batches > 1:
-            if rows % self.micro_batches:
+            if rows % (self.replicas * self.micro_batches):
+                replicas = f"{self.replicas} replicas x " if self.replicas > 1 else ""
                 raise PlacementError(
-                    f"{self.placement.path}: micro_batches: {self.micro_batches} does not divide "
-                    f"the minibatch of {rows} rows into equal micro-batches")
-            sizes = [rows // self.micro_batches] * self.micro_batches
+                    f"{self.placement.path}: micro_batches: {replicas}{self.micro_batches} does "
+                    f"not divide the minibatch of {rows} rows into equal micro-batches")
+            sizes = [rows // (self.replicas * self.micro_batches)] * (
+                self.replicas * self.micro_batches)
         else:
             sizes = even_shards(rows, self.replicas)
         pieces = [x.split(sizes) if isinstance(x, torch.Tensor) and x.dim() > 0
@@ -280,10 +297,11 @@ class PlacedModel(torch.nn.Module):
 
     def _run_part(self, k, args, kwargs):
         """Replica k on its own copies of the parameters and buffers, or micro-batch k on the
-        module's own."""
-        if self.micro_batches > 1:
+        module's own (replica 0's micro-batches of replicated pipelines too)."""
+        replica = self.placement.replica_of(k)
+        if self.micro_batches > 1 and replica == 0:
             return self._run(k, self.module, args, kwargs)
-        state = self._replica_state(k)
+        state = self._replica_state(k, replica)
         return self._run(k, lambda *a, **kw: torch.func.functional_call(
             self.module, state, a, kw), args, kwargs)
 
@@ -300,9 +318,9 @@ class PlacedModel(torch.nn.Module):
             self._stack.clear()
             self._copies.clear()
 
-    def _replica_state(self, k):
-        """Replica k's parameters and buffers for torch.func.functional_call: the module's own
-        parameters, copied (with autograd) to the devices replica k runs its modules on, and
+    def _replica_state(self, k, replica):
+        """Part k's parameters and buffers for torch.func.functional_call: the module's own
+        parameters, copied (with autograd) to the devices part k runs its modules on, and
         copies of the buffers except replica 0's."""
         devices = self._module_devices[k]
         state = {}
@@ -315,7 +333,7 @@ class PlacedModel(torch.nn.Module):
             for name, b in sub.named_buffers(recurse=False):
                 if b is not None:
                     target = device or b.device
-                    copy = b if k == 0 and b.device == target else (
+                    copy = b if replica == 0 and b.device == target else (
                         b.clone() if b.device == target else b.to(target))
                     if owner in devices:
                         self._tag(copy, devices[owner])

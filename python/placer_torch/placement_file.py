@@ -11,8 +11,8 @@ The file maps every forward op of the training step placer placed to a device:
 
 A device is given by name or by its position in `devices`. placer's own files may also hold
 `rules` (name patterns) or `variants`; those need the model's full op list, which only placer
-has, so they are refused here with the reason. So is a file with both replicas and
-micro-batches: placer builds micro-batches with one replica only.
+has, so they are refused here with the reason. A file with both replicas and micro-batches is
+R replicated pipelines, replica r's micro-batch k named "r<r>/m<k>/<op>".
 """
 
 import re
@@ -28,7 +28,8 @@ class PlacementError(ValueError):
 
 # The prefix of replica k's ops, and of micro-batch k's (graph::MicroBatchName).
 _PREFIX = {"replicas": re.compile(r"^r(\d+)/(.*)$", re.DOTALL),
-           "micro_batches": re.compile(r"^m(\d+)/(.*)$", re.DOTALL)}
+           "micro_batches": re.compile(r"^m(\d+)/(.*)$", re.DOTALL),
+           "both": re.compile(r"^r(\d+)/m(\d+)/(.*)$", re.DOTALL)}
 # graph::ToString(PipelineSchedule).
 SCHEDULES = ("gpipe", "1f1b")
 
@@ -41,12 +42,22 @@ class PlacementFile:
     micro_batches: int = 1
     schedule: str = "gpipe"
     default: str = None
-    # Per replica, or per micro-batch of a pipeline (one entry for neither): op name without its
-    # "r<k>/" or "m<k>/" prefix -> device.
+    # Per part: per replica, per micro-batch of a pipeline, or for replicated pipelines replica
+    # r's micro-batch k at part r * M + k (one entry for neither): op name without its "r<r>/",
+    # "m<k>/" or "r<r>/m<k>/" prefix -> device.
     ops: list = field(default_factory=list)
 
+    def replica_of(self, part):
+        return part // self.micro_batches
+
+    def micro_batch_of(self, part):
+        return part % self.micro_batches
+
     def where(self, k):
-        """The file, and replica or micro-batch k when there are several, for messages."""
+        """The file, and part k's replica or micro-batch when there are several, for messages."""
+        if self.micro_batches > 1 and self.replicas > 1:
+            return (f"{self.path} (replica {self.replica_of(k)}, "
+                    f"micro-batch {self.micro_batch_of(k)})")
         if self.micro_batches > 1:
             return f"{self.path} (micro-batch {k})"
         return self.path + (f" (replica {k})" if k else "")
@@ -100,10 +111,6 @@ def read_placement_file(path):
             raise PlacementError(f"{path}: '{key}' must be an integer >= 1, got {count!r}")
         counts[key] = count
     replicas, micro_batches = counts["replicas"], counts["micro_batches"]
-    if replicas > 1 and micro_batches > 1:
-        raise PlacementError(
-            f"{path}: 'replicas: {replicas}' with 'micro_batches: {micro_batches}': replicated "
-            "pipelines are not built (placer searches micro-batches with one replica only)")
     schedule = data.get("schedule", "gpipe")
     if schedule not in SCHEDULES:
         raise PlacementError(
@@ -114,10 +121,20 @@ def read_placement_file(path):
     placement = data.get("placement")
     if not isinstance(placement, dict) or not placement:
         raise PlacementError(f"{path}: 'placement' must map op names to devices")
-    # Replicas or micro-batches: one part each, its ops named with its prefix.
-    key, parts = ("micro_batches", micro_batches) if micro_batches > 1 else ("replicas", replicas)
-    part, parts_name, letter = (("micro-batch", "micro-batches", "m") if key == "micro_batches"
-                                else ("replica", "replicas", "r"))
+    # Replicas or micro-batches (or both): one part each, its ops named with its prefix.
+    if replicas > 1 and micro_batches > 1:
+        key, parts = "both", replicas * micro_batches
+        parts_name = None
+        naming = (f"r<replica>/m<micro-batch>/<op> with a replica below {replicas} and a "
+                  f"micro-batch below {micro_batches}, as a file with 'replicas: {replicas}' and "
+                  f"'micro_batches: {micro_batches}' must")
+    else:
+        key, parts = (("micro_batches", micro_batches) if micro_batches > 1
+                      else ("replicas", replicas))
+        part, parts_name, letter = (("micro-batch", "micro-batches", "m")
+                                    if key == "micro_batches" else ("replica", "replicas", "r"))
+        naming = (f"{letter}<{part}>/<op> with a {part} below {parts}, as a file with "
+                  f"'{key}: {parts}' must")
     ops = [dict() for _ in range(parts)]
     for name, value in placement.items():
         name = str(name)
@@ -125,17 +142,24 @@ def read_placement_file(path):
         k = 0
         if parts > 1:
             match = _PREFIX[key].match(name)
-            if match is None or int(match.group(1)) >= parts:
-                raise PlacementError(
-                    f"{path}: op '{name}' is not named {letter}<{part}>/<op> with a {part} "
-                    f"below {parts}, as a file with '{key}: {parts}' must")
-            k, name = int(match.group(1)), match.group(2)
+            if key == "both":
+                if (match is None or int(match.group(1)) >= replicas
+                        or int(match.group(2)) >= micro_batches):
+                    raise PlacementError(f"{path}: op '{name}' is not named {naming}")
+                k = int(match.group(1)) * micro_batches + int(match.group(2))
+                name = match.group(3)
+            else:
+                if match is None or int(match.group(1)) >= parts:
+                    raise PlacementError(f"{path}: op '{name}' is not named {naming}")
+                k, name = int(match.group(1)), match.group(2)
         ops[k][name] = device
     for k in range(1, parts):
         if set(ops[k]) != set(ops[0]):
             missing = sorted(set(ops[0]) ^ set(ops[k]))[0]
-            raise PlacementError(
-                f"{path}: {parts_name} 0 and {k} do not hold the same ops (op '{missing}')")
+            pair = (f"{parts_name} 0 and {k}" if key != "both" else
+                    f"replica 0's micro-batch 0 and replica {k // micro_batches}'s micro-batch "
+                    f"{k % micro_batches}")
+            raise PlacementError(f"{path}: {pair} do not hold the same ops (op '{missing}')")
     return PlacementFile(path=str(path), devices=devices, replicas=replicas,
                          micro_batches=micro_batches, schedule=schedule, default=default,
                          ops=ops)

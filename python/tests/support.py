@@ -122,13 +122,19 @@ def export_ops(onnx_path):
 def write_placement(path, ops, device_of, replicas=1, devices=("cpu:0", "cpu:1"),
                     micro_batches=1, schedule=None):
     """A placement file over `ops` (base names): device_of(op, k) -> device, k the replica or
-    micro-batch; a pipeline's ops named "m<k>/<op>" as placer names them."""
+    micro-batch (replica r's micro-batch m is part r * M + m with both); a pipeline's ops named
+    "m<k>/<op>", a replicated pipeline's "r<r>/m<k>/<op>", as placer names them."""
     placement = {}
-    parts, prefix = (micro_batches, "m") if micro_batches > 1 else (replicas, "r")
-    for k in range(parts):
-        for op in ops:
-            name = f"{prefix}{k}/{op}" if parts > 1 else op
-            placement[name] = device_of(op, k)
+    if replicas > 1 and micro_batches > 1:
+        for k in range(replicas * micro_batches):
+            for op in ops:
+                placement[f"r{k // micro_batches}/m{k % micro_batches}/{op}"] = device_of(op, k)
+    else:
+        parts, prefix = (micro_batches, "m") if micro_batches > 1 else (replicas, "r")
+        for k in range(parts):
+            for op in ops:
+                name = f"{prefix}{k}/{op}" if parts > 1 else op
+                placement[name] = device_of(op, k)
     data = {"devices": list(devices)}
     if replicas > 1:
         data["replicas"] = replicas

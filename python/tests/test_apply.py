@@ -346,6 +346,49 @@ class PipelineTest(unittest.TestCase):
                     self.assertEqual(placed.transfers, {("host", "cpu:0"): micro_batches,
                                                         ("cpu:0", "cpu:1"): micro_batches})
 
+    def test_replicated_pipelines_train_as_the_unplaced_model(self):
+        # Two replicas of three micro-batches (one row each), replica r's stages on cpu:2r and
+        # cpu:2r+1: two SGD steps with momentum give the unplaced model's losses, gradients and
+        # parameters, under both schedules.
+        def stages(op, k):
+            replica = k // 3
+            first = op.startswith(("/stem/", "/block1/"))
+            return f"cpu:{2 * replica + (0 if first else 1)}"
+
+        for schedule in ("gpipe", "1f1b"):
+            with self.subTest(schedule=schedule):
+                path = write_placement(os.path.join(self.dir.name, "replicated.yaml"), self.ops,
+                                       stages, replicas=2, micro_batches=3, schedule=schedule,
+                                       devices=("cpu:0", "cpu:1", "cpu:2", "cpu:3"))
+                model = Net()
+                reference = copy.deepcopy(model)
+                placed = placer_torch.apply(model, path)
+                self.assertEqual((placed.replicas, placed.micro_batches, placed.stages), (2, 3, 2))
+                self.assertEqual(placed.device_of("head", 5), "cpu:3")
+                optimizers = [torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+                              for m in (placed, reference)]
+                for _ in range(2):
+                    for optimizer in optimizers:
+                        optimizer.zero_grad()
+                    loss = placed.step(self.images, self.labels, F.cross_entropy)
+                    ref_loss = F.cross_entropy(reference(self.images), self.labels)
+                    ref_loss.backward()
+                    torch.testing.assert_close(loss, ref_loss.detach(), rtol=1e-5, atol=1e-6)
+                    for p, r in zip(model.parameters(), reference.parameters()):
+                        torch.testing.assert_close(p.grad, r.grad, rtol=1e-5, atol=1e-6)
+                    for optimizer in optimizers:
+                        optimizer.step()
+                for p, r in zip(model.parameters(), reference.parameters()):
+                    torch.testing.assert_close(p, r, rtol=1e-5, atol=1e-6)
+                # Each replica's pipeline in the schedule's order, replica 0's first.
+                expected = [(kind, r * 3 + k) for r in range(2)
+                            for kind, k in placer_torch.pipeline_order(schedule, 3, 2)]
+                self.assertEqual(placed.order, expected)
+                # Every micro-batch comes in to its replica's stem and crosses to its second
+                # stage once.
+                self.assertEqual(placed.transfers, {("host", "cpu:0"): 3, ("cpu:0", "cpu:1"): 3,
+                                                    ("host", "cpu:2"): 3, ("cpu:2", "cpu:3"): 3})
+
     def test_a_plain_call_runs_the_micro_batches_and_concatenates_them(self):
         path = self.pipeline(3, "1f1b")
         model = Net()
@@ -448,8 +491,7 @@ class PipelineTest(unittest.TestCase):
             ({"schedule": "interleaved"}, "'schedule' must be gpipe or 1f1b, got 'interleaved'"),
             ({"micro_batches": 0}, "'micro_batches' must be an integer >= 1, got 0"),
             ({"micro_batches": -2}, "'micro_batches' must be an integer >= 1, got -2"),
-            ({"replicas": 2}, "'replicas: 2' with 'micro_batches: 2': replicated pipelines "
-                              "are not built"),
+            ({"replicas": 2}, "is not named r<replica>/m<micro-batch>/<op> with a replica below 2"),
         ]
         for change, expected in cases:
             with self.subTest(change=change):

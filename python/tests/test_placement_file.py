@@ -79,8 +79,14 @@ class PlacementFileTest(unittest.TestCase):
              "op 'm2/a' is not named m<micro-batch>/<op> with a micro-batch below 2"),
             ("devices: [cpu:0]\nmicro_batches: 2\nplacement: {m0/a: 0, m1/b: 0}\n",
              "micro-batches 0 and 1 do not hold the same ops (op 'a')"),
-            ("devices: [cpu:0]\nreplicas: 2\nmicro_batches: 2\nplacement: {r0/m0/a: 0}\n",
-             "'replicas: 2' with 'micro_batches: 2': replicated pipelines are not built"),
+            ("devices: [cpu:0]\nreplicas: 2\nmicro_batches: 2\nplacement: {r0/a: 0}\n",
+             "op 'r0/a' is not named r<replica>/m<micro-batch>/<op> with a replica below 2 and a "
+             "micro-batch below 2"),
+            ("devices: [cpu:0]\nreplicas: 2\nmicro_batches: 2\nplacement: {r0/m2/a: 0}\n",
+             "op 'r0/m2/a' is not named r<replica>/m<micro-batch>/<op>"),
+            ("devices: [cpu:0]\nreplicas: 2\nmicro_batches: 2\n"
+             "placement: {r0/m0/a: 0, r0/m1/a: 0, r1/m0/a: 0, r1/m1/b: 0}\n",
+             "replica 0's micro-batch 0 and replica 1's micro-batch 1 do not hold the same ops"),
         ]
         for text, expected in cases:
             with self.subTest(text=text):
