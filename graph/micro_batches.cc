@@ -161,9 +161,10 @@ DataParallelGraph BuildReplicatedPipelines(const ForwardBuilder& build_forward, 
         "equal micro-batches",
         replicas, micro_batches, batch));
   }
-  DataParallelGraph result =
-      BuildDataParallel(MicroBatchedForward(build_forward, micro_batches), batch, devices,
-                        std::vector<double>(devices.size(), 1.0), learning_rate, all_reduce);
+  // One micro-batch is the plain data-parallel step, named as BuildDataParallel names it.
+  DataParallelGraph result = BuildDataParallel(
+      micro_batches > 1 ? MicroBatchedForward(build_forward, micro_batches) : build_forward, batch,
+      devices, std::vector<double>(devices.size(), 1.0), learning_rate, all_reduce);
   if (micro_batches > 1) {
     result.graph = AccumulateGradients(result.graph);
     result.graph.Validate();

@@ -44,8 +44,8 @@ ForwardBuilder MicroBatchedForward(ForwardBuilder build_forward, int micro_batch
 // `micro_batches` times, on R equal shards of `batch` rows: replica r's copy of micro-batch k's op
 // X is "r<r>/m<k>/X", its parameters "r<r>/<parameter>". Each replica sums its gradient
 // micro-batch by micro-batch, as the one-replica step does, and the replicas' sums are all-reduced
-// in buckets after the last micro-batch. Throws GraphError when the batch does not split into
-// R x M equal micro-batches.
+// in buckets after the last micro-batch. M = 1 gives BuildDataParallel's step over equal shards.
+// Throws GraphError when the batch does not split into R x M equal micro-batches.
 DataParallelGraph BuildReplicatedPipelines(const ForwardBuilder& build_forward, int64_t batch,
                                            const std::vector<std::string>& devices,
                                            int micro_batches, double learning_rate,
