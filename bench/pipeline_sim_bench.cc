@@ -3,9 +3,10 @@
 // divides the batch (and that the model builds for) under GPipe and 1F1B, simulated with the
 // config's cost model; each trial's step time and peak memory per device, the fastest marked.
 // `memory_gib` > 0 caps every device's memory at that many GiB (0: the config's devices as they
-// are), to find where GPipe runs out and 1F1B does not.
+// are), to find where GPipe runs out and 1F1B does not. `replicas` adds the DP x PP grid: R
+// pipelines of D / R stages each, data parallel between them, for every R listed.
 //
-// Usage: pipeline_sim_bench <config.yaml> [micro_batches=1,2,4,8,16] [memory_gib=0]
+// Usage: pipeline_sim_bench <config.yaml> [micro_batches=1,2,4,8,16] [memory_gib=0] [replicas=1]
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -24,7 +25,8 @@
 int main(int argc, char** argv) {
   using namespace placer;
   if (argc < 2) {
-    fmt::print(stderr, "usage: pipeline_sim_bench <config.yaml> [micro_batches] [memory_gib]\n");
+    fmt::print(stderr,
+               "usage: pipeline_sim_bench <config.yaml> [micro_batches] [memory_gib] [replicas]\n");
     return 2;
   }
   const config::Config config = config::LoadConfig(argv[1]);
@@ -49,12 +51,16 @@ int main(int argc, char** argv) {
       d.memory_capacity = static_cast<int64_t>(memory_gib * (int64_t{1} << 30));
     }
   }
+  std::vector<int> replicas;
+  std::stringstream replica_list(argc > 4 ? argv[4] : "1");
+  for (std::string item; std::getline(replica_list, item, ',');)
+    replicas.push_back(std::stoi(item));
   const graph::Graph base = setup::BuildSingleModel(config);
   const auto costs = setup::CostModelFor(config);
   const auto start = bench::Clock::now();
   const baselines::PipelineBaselineResult result =
       baselines::PipelineBaseline(base, setup::ForwardBuilderFor(config), config.model.batch_size,
-                                  config.model.learning_rate, devices, *costs, counts);
+                                  config.model.learning_rate, devices, *costs, counts, replicas);
   fmt::print(
       "{}: {} devices, batch {}, stages end at forward op {} of the topological order; "
       "bottleneck estimate {:.3f} ms; {:.1f} s\n",
@@ -62,14 +68,16 @@ int main(int argc, char** argv) {
       fmt::join(result.stages.front().stage_end, "/"),
       result.stages.front().bottleneck_seconds * 1e3, bench::SecondsSince(start));
   fmt::print(
-      "| M | schedule | simulated step | peak memory per device (GiB) |\n|---:|---|---:|---|\n");
+      "| R | M | schedule | simulated step | peak memory per device (GiB) |\n"
+      "|---:|---:|---|---:|---|\n");
   for (size_t i = 0; i < result.trials.size(); ++i) {
     const baselines::PipelineTrial& t = result.trials[i];
     std::vector<std::string> peaks;
     for (const graph::DeviceStats& d : t.result.devices) {
       peaks.push_back(fmt::format("{:.2f}", static_cast<double>(d.peak_memory_bytes) / (1 << 30)));
     }
-    fmt::print("| {} | {} | {} | {} |\n", t.micro_batches, graph::ToString(t.schedule),
+    fmt::print("| {} | {} | {} | {} | {} |\n", t.replicas, t.micro_batches,
+               graph::ToString(t.schedule),
                t.result.valid ? fmt::format("{:.2f} ms{}", t.result.step_seconds * 1e3,
                                             static_cast<int>(i) == result.best ? " (best)" : "")
                               : "invalid: " + t.result.invalid_reason,

@@ -91,14 +91,16 @@ PipelineRow PipelineRowFor(const SearchSetup& setup, const std::filesystem::path
     row.peak_memory_bytes.push_back(d.peak_memory_bytes);
   }
   const int64_t rows = batch / best.replicas / best.micro_batches;
+  const std::string micro_batches =
+      best.micro_batches == 1
+          ? "no micro-batches"
+          : fmt::format("{} micro-batches of {} rows{}, {}", best.micro_batches, rows,
+                        best.replicas == 1 ? "" : " each", graph::ToString(best.schedule));
   row.placement =
       best.replicas == 1
-          ? fmt::format("{} contiguous stages, {} micro-batches of {} rows, {}", used,
-                        best.micro_batches, rows, graph::ToString(best.schedule))
-          : fmt::format(
-                "{} replicas of {} contiguous stages (data parallel between them), {} "
-                "micro-batches of {} rows each, {}",
-                best.replicas, used, best.micro_batches, rows, graph::ToString(best.schedule));
+          ? fmt::format("{} contiguous stages, {}", used, micro_batches)
+          : fmt::format("{} replicas of {} contiguous stages (data parallel between them), {}",
+                        best.replicas, used, micro_batches);
 
   // The picture: the fastest trial's simulated schedule, and each group on its stage's device in
   // every pipeline.
