@@ -99,8 +99,8 @@ def _check_one_copy(model, devices, first, where):
             if devices.get(name) != first.get(name):
                 raise PlacementError(
                     f"{where}: module '{name or 'the model'}' keeps its parameters on "
-                    f"{devices.get(name)}, but on {first.get(name)} in micro-batch 0; the "
-                    "micro-batches of a pipeline share one copy of them")
+                    f"{devices.get(name)}, but on {first.get(name)} in its pipeline's "
+                    "micro-batch 0; the micro-batches of a pipeline share one copy of them")
 
 
 def _move_state(model, devices, torch_devices):

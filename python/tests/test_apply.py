@@ -516,7 +516,7 @@ class PipelineTest(unittest.TestCase):
         path = self.pipeline(2, device_of=device_of, name="apart.yaml")
         with self.assertRaisesRegex(PlacementError, r"apart.yaml \(micro-batch 1\): module "
                                                     r"'head' keeps its parameters on cpu:0, but "
-                                                    r"on cpu:1 in micro-batch 0"):
+                                                    r"on cpu:1 in its pipeline's micro-batch 0"):
             placer_torch.apply(Net(), path)
 
 
