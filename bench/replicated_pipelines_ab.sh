@@ -4,7 +4,7 @@
 # interleaved per seed, on the same binary. Prints each run's table rows for learned, refinement
 # alone, the pipeline baseline (its DP x PP grid), data parallelism and the expert.
 #
-# Usage: bench/replicated_pipelines_ab.sh [seeds=1] [configs...]
+# Usage: [FIRST_SEED=1] bench/replicated_pipelines_ab.sh [last seed=1] [configs...]
 #   (default configs: compare_transformer_sim_8gpu compare_transformer_sim_2x8gpu)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -16,7 +16,7 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cp -r "$root/configs/experts" "$work/experts"
 for config in "${configs[@]}"; do
-  for seed in $(seq 1 "$seeds"); do
+  for seed in $(seq "${FIRST_SEED:-1}" "$seeds"); do
     for arm in on off; do
       file="$work/$config.$arm.$seed.yaml"
       extra="  seed: $seed"
