@@ -86,9 +86,7 @@ DataParallelGraph BuildDataParallel(const ForwardBuilder& build_forward, int64_t
   result.placement = Placement{
       .devices = devices, .device_of_op = std::vector<int>(static_cast<size_t>(g.num_ops()), -1)};
   for (OpId id : g.OpsInPhase(Phase::kForward)) {
-    const std::string& name = g.op(id).name;
-    result.placement.device_of_op[static_cast<size_t>(id)] =
-        std::stoi(name.substr(1, name.find('/') - 1));
+    result.placement.device_of_op[static_cast<size_t>(id)] = *ParseStepName(g.op(id).name).replica;
   }
   return result;
 }

@@ -18,10 +18,25 @@ int MicroBatchOfProducer(const Graph& g, TensorId grad) {
   return ParseStepName(g.op(g.tensor(grad).producer).name).micro_batch.value_or(0);
 }
 
-// Sums `grads` (a parameter's gradient contributions) micro-batch by micro-batch into a running
-// total ("[r<r>/]m<k>/<param>.grad_acc" on the parameter's device, an op belonging with `owner`),
-// adding the ops to `out`; the contributions of the last micro-batch are left to the caller with
-// the total so far, which it returns in `rest`.
+// A running total of `param`'s gradient, "[r<r>/]m<k>/<param>.grad_acc": an AddN of `inputs` on
+// the parameter's device (it belongs with `owner`), added to `out`.
+TensorId AddRunningTotal(Graph& out, int micro_batch, const Tensor& param, OpId owner,
+                         std::vector<TensorId> inputs) {
+  const std::string name = InMicroBatch(micro_batch, param.name + ".grad_acc");
+  const TensorId sum =
+      out.AddTensor({.name = name, .shape = param.shape, .kind = TensorKind::kGradient});
+  out.AddOp({.name = name,
+             .type = op_types::kAddN,
+             .phase = Phase::kBackward,
+             .inputs = std::move(inputs),
+             .outputs = {sum},
+             .forward_op = owner});
+  return sum;
+}
+
+// Sums `grads` (a parameter's gradient contributions) micro-batch by micro-batch into running
+// totals (AddRunningTotal), all but the last micro-batch's; returns what is left to add: the
+// total so far (when there is one) and the last micro-batch's contributions.
 std::vector<TensorId> AccumulateUpToLast(Graph& out, const Graph& g, const Tensor& param,
                                          OpId owner, const std::vector<TensorId>& grads) {
   std::map<int, std::vector<TensorId>> by_micro_batch;
@@ -31,20 +46,7 @@ std::vector<TensorId> AccumulateUpToLast(Graph& out, const Graph& g, const Tenso
     std::vector<TensorId>& these = it->second;
     if (total) these.insert(these.begin(), *total);
     if (std::next(it) == by_micro_batch.end()) return these;
-    if (these.size() == 1) {
-      total = these[0];
-      continue;
-    }
-    const std::string name = InMicroBatch(it->first, param.name + ".grad_acc");
-    const TensorId sum =
-        out.AddTensor({.name = name, .shape = param.shape, .kind = TensorKind::kGradient});
-    out.AddOp({.name = name,
-               .type = op_types::kAddN,
-               .phase = Phase::kBackward,
-               .inputs = these,
-               .outputs = {sum},
-               .forward_op = owner});
-    total = sum;
+    total = these.size() == 1 ? these[0] : AddRunningTotal(out, it->first, param, owner, these);
   }
   return {};
 }
@@ -52,38 +54,28 @@ std::vector<TensorId> AccumulateUpToLast(Graph& out, const Graph& g, const Tenso
 // `g` with each parameter's gradient contributions summed micro-batch by micro-batch into a
 // running total, as frameworks accumulate gradients in place: a micro-batch's contributions are
 // freed once added, instead of all M micro-batches' waiting for the update. Rewritten are the
-// updates of a one-replica step (their inputs: the parameter, then its contributions) and each
-// replica's gradient sum of a replicated one ("<param>.grad_sum", an AddN of the replica's
-// contributions), which then adds the last micro-batch to the total of the others. Every other op
-// keeps its place; the running totals come right before the op they feed.
+// updates of a one-replica step (their inputs: the parameter, then its contributions), whose last
+// micro-batch gets a running total too, and each replica's gradient sum of a replicated one
+// ("<param>.grad_sum", an AddN of the replica's contributions), which then adds the last
+// micro-batch to the total of the others. Every other op keeps its place; the running totals come
+// right before the op they feed.
 Graph AccumulateGradients(const Graph& g) {
   Graph out;
   for (const Tensor& t : g.tensors()) out.AddTensor(t);
   for (OpId id = 0; id < g.num_ops(); ++id) {
     Op op = g.op(id);
-    const bool update = op.phase == Phase::kUpdate;
-    const bool replica_sum = op.type == op_types::kAddN && op.name.ends_with(".grad_sum");
-    if (update) {
+    if (op.phase == Phase::kUpdate) {
       const Tensor param = g.tensor(op.inputs[0]);
       std::vector<TensorId> rest =
           AccumulateUpToLast(out, g, param, op.forward_op,
                              std::vector<TensorId>(op.inputs.begin() + 1, op.inputs.end()));
-      if (rest.size() > 1) {  // the last micro-batch's sum, as before
-        const std::string name =
-            InMicroBatch(MicroBatchOfProducer(g, rest.back()), param.name + ".grad_acc");
-        const TensorId sum =
-            out.AddTensor({.name = name, .shape = param.shape, .kind = TensorKind::kGradient});
-        out.AddOp({.name = name,
-                   .type = op_types::kAddN,
-                   .phase = Phase::kBackward,
-                   .inputs = rest,
-                   .outputs = {sum},
-                   .forward_op = op.forward_op});
-        rest = {sum};
-      }
-      op.inputs = {op.inputs[0], rest.front()};
-    } else if (replica_sum) {
-      const std::string param_name = op.name.substr(0, op.name.size() - 9);  // ".grad_sum"
+      const TensorId total = rest.size() == 1
+                                 ? rest.front()
+                                 : AddRunningTotal(out, MicroBatchOfProducer(g, rest.back()), param,
+                                                   op.forward_op, rest);
+      op.inputs = {op.inputs[0], total};
+    } else if (op.type == op_types::kAddN && op.name.ends_with(kReplicaGradientSum)) {
+      const std::string param_name = op.name.substr(0, op.name.size() - kReplicaGradientSum.size());
       const Tensor& param = g.tensor(*g.FindTensor(param_name));
       op.inputs = AccumulateUpToLast(out, g, param, op.forward_op, op.inputs);
     }

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <numeric>
 #include <tuple>
 
 #include "graph/micro_batches.h"

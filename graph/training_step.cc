@@ -316,7 +316,7 @@ void AppendBackwardAndUpdate(Graph& graph, double learning_rate,
                                             .shape = shape,
                                             .dtype = DType::kFloat32,
                                             .kind = TensorKind::kGradient});
-      Op add{.name = name + ".grad_sum",
+      Op add{.name = name + std::string(kReplicaGradientSum),
              .type = op_types::kAddN,
              .phase = Phase::kBackward,
              .inputs = own,

@@ -29,6 +29,8 @@ struct AllReduceOptions {
   // scale) on its own would pay a ring's 2 (R - 1) link latencies per parameter.
   int64_t bucket_bytes = int64_t{25} << 20;
 };
+// The suffix of a replica's summed-gradient op ("<param>.grad_sum").
+inline constexpr std::string_view kReplicaGradientSum = ".grad_sum";
 inline constexpr std::string_view kAllReduceBucket = "allreduce_bucket";
 inline constexpr std::string_view kAllReduceMember = "allreduce_member";
 
