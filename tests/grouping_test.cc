@@ -1,7 +1,6 @@
 // Groupings as a specification: every forward op in exactly one group, the group graph acyclic and
 // numbered topologically, at most max_groups groups, the co-location rules merging exactly the
 // chains they name, the same answer every time, and per-op placements out of per-group devices.
-#include "graph/group_features.h"
 #include "graph/grouping.h"
 
 #include <fmt/format.h>
@@ -17,6 +16,7 @@
 #include <vector>
 
 #include "graph/data_parallel.h"
+#include "graph/group_features.h"
 #include "graph/models.h"
 #include "graph/placement.h"
 #include "graph/training_step.h"

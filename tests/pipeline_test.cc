@@ -21,6 +21,7 @@
 #include "runtime/micro_batches.h"
 #include "runtime/sim/cost_model.h"
 #include "runtime/sim/simulator.h"
+#include "tests/forward_builders.h"
 #include "tests/support.h"
 #include "tests/temp_dir.h"
 #include "tests/torch_support.h"
@@ -29,36 +30,15 @@ namespace placer::runtime {
 namespace {
 
 using graph::PipelineSchedule;
+using placer::test_support::BranchingForward;
 using placer::test_support::CpuWorkers;
+using placer::test_support::LeNetForward;
 using ::testing::HasSubstr;
 
 constexpr double kLearningRate = 0.2;
 
-graph::Graph LeNetForward(int64_t rows, int64_t normalizer) {
-  return graph::BuildLeNet({.batch_size = rows,
-                            .learning_rate = kLearningRate,
-                            .loss_normalizer = normalizer,
-                            .training_step = false});
-}
-
-graph::Graph BranchingForward(int64_t rows, int64_t normalizer) {
-  return graph::BuildParallelMlp({.batch_size = rows,
-                                  .in_features = 12,
-                                  .width = 16,
-                                  .depth = 2,
-                                  .branches = 3,
-                                  .classes = 5,
-                                  .learning_rate = kLearningRate,
-                                  .loss_normalizer = normalizer,
-                                  .training_step = false});
-}
-
 graph::Graph Plain(const graph::ForwardBuilder& forward, int64_t batch) {
-  // The plain step: the model's own builder, training step included.
-  graph::Graph g = forward(batch, batch);
-  graph::AppendBackwardAndUpdate(g, kLearningRate);
-  g.Validate();
-  return g;
+  return test_support::PlainStep(forward, batch, kLearningRate);
 }
 
 graph::Placement RandomPlacement(const graph::Graph& g, int devices, std::mt19937& rng) {

@@ -16,6 +16,7 @@
 #include "runtime/executor.h"
 #include "runtime/sim/cost_model.h"
 #include "runtime/sim/simulator.h"
+#include "tests/forward_builders.h"
 #include "tests/support.h"
 #include "tests/torch_support.h"
 
@@ -24,6 +25,7 @@ namespace {
 
 using graph::PipelineSchedule;
 using placer::test_support::CpuWorkers;
+using placer::test_support::LeNetForward;
 
 TEST(ActionSpaceTest, ReplicatedPipelinesAreShapesAfterTheOneReplicaPipelines) {
   const ActionSpace space(8, {1, 2, 4, 8}, {2, 4}, {{4, 2}, {2, 4}});
@@ -70,13 +72,6 @@ TEST(ActionSpaceTest, ReplicatedPipelinesAreShapesAfterTheOneReplicaPipelines) {
 }
 
 constexpr double kLearningRate = 0.2;
-
-graph::Graph LeNetForward(int64_t rows, int64_t normalizer) {
-  return graph::BuildLeNet({.batch_size = rows,
-                            .learning_rate = kLearningRate,
-                            .loss_normalizer = normalizer,
-                            .training_step = false});
-}
 
 setup::SimulatedProblem FourWorkers(const sim::CostModel& costs) {
   return setup::MakeSimulatedProblem(LeNetForward, 16, kLearningRate,

@@ -30,6 +30,7 @@
 #include "runtime/micro_batches.h"
 #include "runtime/sim/cost_model.h"
 #include "runtime/sim/simulator.h"
+#include "tests/forward_builders.h"
 #include "tests/support.h"
 #include "tests/temp_dir.h"
 #include "tests/torch_support.h"
@@ -38,6 +39,7 @@ namespace placer::search {
 namespace {
 
 using placer::test_support::CpuWorkers;
+using placer::test_support::LeNetForward;
 using setup::MakeSimulatedProblem;
 using setup::SimulatedProblem;
 using ::testing::HasSubstr;
@@ -187,11 +189,6 @@ TEST(ActionSpaceTest, PipelineShapesComeWithOneReplicaAndSurviveTheLogText) {
   EXPECT_EQ(ActionSpace::DefaultMicroBatchCounts(12, 1000), (std::vector<int>{1, 2, 4}));
   EXPECT_EQ(ActionSpace::DefaultMicroBatchCounts(128, 52343), (std::vector<int>{1, 2}));
   EXPECT_EQ(ActionSpace::DefaultMicroBatchCounts(7, 1000), (std::vector<int>{1}));
-}
-
-graph::Graph LeNetForward(int64_t rows, int64_t normalizer) {
-  return graph::BuildLeNet(
-      {.batch_size = rows, .loss_normalizer = normalizer, .training_step = false});
 }
 
 // Random pipelined candidates (M = 2 and 4, both schedules, any group on any of three devices)

@@ -311,6 +311,26 @@ class PipelineTest(unittest.TestCase):
                                device_of or two_stages, micro_batches=micro_batches,
                                schedule=schedule)
 
+    def assert_steps_train_as(self, placed, model, reference):
+        """Two SGD steps with momentum (the second depends on the first's gradients) of
+        `placed.step` and of the unplaced `reference`: the same loss, every gradient and every
+        updated parameter of `model`, within rtol 1e-5 and atol 1e-6."""
+        optimizers = [torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+                      for m in (placed, reference)]
+        for _ in range(2):
+            for optimizer in optimizers:
+                optimizer.zero_grad()
+            loss = placed.step(self.images, self.labels, F.cross_entropy)
+            ref_loss = F.cross_entropy(reference(self.images), self.labels)
+            ref_loss.backward()
+            torch.testing.assert_close(loss, ref_loss.detach(), rtol=1e-5, atol=1e-6)
+            for p, r in zip(model.parameters(), reference.parameters()):
+                torch.testing.assert_close(p.grad, r.grad, rtol=1e-5, atol=1e-6)
+            for optimizer in optimizers:
+                optimizer.step()
+        for p, r in zip(model.parameters(), reference.parameters()):
+            torch.testing.assert_close(p, r, rtol=1e-5, atol=1e-6)
+
     def test_pipelines_train_as_the_unplaced_model(self):
         # Two SGD steps (momentum, so that the second depends on the first's gradients): the
         # loss, every gradient and every updated parameter as the unplaced model's, within
@@ -325,22 +345,7 @@ class PipelineTest(unittest.TestCase):
                     reference = copy.deepcopy(model)
                     placed = placer_torch.apply(model, path)
                     self.assertEqual((placed.micro_batches, placed.stages), (micro_batches, 2))
-                    optimizers = [torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
-                                  for m in (placed, reference)]
-                    for _ in range(2):
-                        for optimizer in optimizers:
-                            optimizer.zero_grad()
-                        loss = placed.step(self.images, self.labels, F.cross_entropy)
-                        ref_loss = F.cross_entropy(reference(self.images), self.labels)
-                        ref_loss.backward()
-                        torch.testing.assert_close(loss, ref_loss.detach(), rtol=1e-5,
-                                                   atol=1e-6)
-                        for p, r in zip(model.parameters(), reference.parameters()):
-                            torch.testing.assert_close(p.grad, r.grad, rtol=1e-5, atol=1e-6)
-                        for optimizer in optimizers:
-                            optimizer.step()
-                    for p, r in zip(model.parameters(), reference.parameters()):
-                        torch.testing.assert_close(p, r, rtol=1e-5, atol=1e-6)
+                    self.assert_steps_train_as(placed, model, reference)
                     # Each micro-batch comes in to the stem and crosses to cpu:1 once; the
                     # losses are on cpu:1, the loss's device.
                     self.assertEqual(placed.transfers, {("host", "cpu:0"): micro_batches,
@@ -365,21 +370,7 @@ class PipelineTest(unittest.TestCase):
                 placed = placer_torch.apply(model, path)
                 self.assertEqual((placed.replicas, placed.micro_batches, placed.stages), (2, 3, 2))
                 self.assertEqual(placed.device_of("head", 5), "cpu:3")
-                optimizers = [torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
-                              for m in (placed, reference)]
-                for _ in range(2):
-                    for optimizer in optimizers:
-                        optimizer.zero_grad()
-                    loss = placed.step(self.images, self.labels, F.cross_entropy)
-                    ref_loss = F.cross_entropy(reference(self.images), self.labels)
-                    ref_loss.backward()
-                    torch.testing.assert_close(loss, ref_loss.detach(), rtol=1e-5, atol=1e-6)
-                    for p, r in zip(model.parameters(), reference.parameters()):
-                        torch.testing.assert_close(p.grad, r.grad, rtol=1e-5, atol=1e-6)
-                    for optimizer in optimizers:
-                        optimizer.step()
-                for p, r in zip(model.parameters(), reference.parameters()):
-                    torch.testing.assert_close(p, r, rtol=1e-5, atol=1e-6)
+                self.assert_steps_train_as(placed, model, reference)
                 # Each replica's pipeline in the schedule's order, replica 0's first.
                 expected = [(kind, r * 3 + k) for r in range(2)
                             for kind, k in placer_torch.pipeline_order(schedule, 3, 2)]
