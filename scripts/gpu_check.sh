@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The GPU check, in one device call: builds placer on the GPU machine against that machine's own
-# PyTorch (python3's torch, CUDA 13) and the Debian packages carried in .gpu-debs/, runs the CUDA
-# tests (tests/cuda_test.cc) and the GPU benchmarks (the placer program on cpu:0 + cuda:0), and
-# logs everything to $OUT/gpu_check.log, ending with one summary line.
+# PyTorch (python3's torch, CUDA 13) and the Debian packages carried in .gpu-debs/, measures
+# with plain PyTorch the models and kernels the simulator's GPU model prices (bench/gpu_models.py:
+# ResNet-50 and BERT-large steps at fp32, tf32, bf16 and fp16; GEMMs, convolutions, memory-bound
+# ops, launches, host copies), runs the CUDA tests (tests/cuda_test.cc) and the GPU benchmarks
+# (the placer program on cpu:0 + cuda:0), and logs everything to $OUT/gpu_check.log, ending with
+# one summary line.
 #
 #   here:  bash scripts/gpu_debs.sh                      (downloads the packages, once)
 #   there: device run, command "bash scripts/gpu_check.sh", carry [".gpu-debs"], timeout_s 600
@@ -12,7 +15,7 @@
 # Stages have time limits within PLACER_GPU_BUDGET_S (default 530 s, under the device's 10-minute
 # command limit); a stage that fails or runs out of time is reported, and the stages that need it
 # are skipped. Settings (environment): PLACER_GPU_STAGES (comma-separated subset of
-# preflight,unpack,configure,build_tests,cuda_tests,build_placer,benchmarks,fidelity; default
+# preflight,models,unpack,configure,build_tests,cuda_tests,build_placer,benchmarks,fidelity; default
 # all; a second call on the warm machine can run PLACER_GPU_STAGES=build_placer,fidelity),
 # PLACER_GPU_PREFIX, PLACER_GPU_BUILD_DIR, PLACER_GPU_DEBS_DIR, PLACER_PYTHON (default python3),
 # PLACER_JOBS (default: every core).
@@ -23,7 +26,7 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT_DIR="${OUT:-$ROOT/build-gpu-out}"  # $OUT exists on the device machine only
 BUDGET="${PLACER_GPU_BUDGET_S:-530}"
-STAGES=",${PLACER_GPU_STAGES:-preflight,unpack,configure,build_tests,cuda_tests,build_placer,benchmarks,fidelity},"
+STAGES=",${PLACER_GPU_STAGES:-preflight,models,unpack,configure,build_tests,cuda_tests,build_placer,benchmarks,fidelity},"
 PREFIX="${PLACER_GPU_PREFIX:-/tmp/placer-prefix}"
 DEBS="${PLACER_GPU_DEBS_DIR:-$ROOT/.gpu-debs}"
 BUILD="${PLACER_GPU_BUILD_DIR:-$ROOT/build-gpu}"
@@ -130,6 +133,10 @@ preflight() {
   fi
   return "$missing"
 }
+
+# What the simulator's GPU model predicts, measured with plain PyTorch (no placer build needed, so
+# it runs first): two CSV files beside the log, read into bench/RESULTS.md's issue 28 section.
+models() { "$PYTHON" "$ROOT/bench/gpu_models.py" --out "$OUT_DIR"; }
 
 # Unpacks every carried .deb into the prefix (once per set of packages) and repairs the links that
 # pointed into the Debian root: into the prefix where the target is there, else (an absolute link
@@ -258,6 +265,24 @@ placement:
   relu3: cpu:0
   fc2: cpu:0
 EOF
+  # BERT-large (the zoo's transformer at its sizes, sequence 384, batch 32) on cuda:0 alone:
+  # placer's executor (fp32) beside the simulator's h200 fp32 prediction, for bench/gpu_models.py's
+  # PyTorch rows of the same model.
+  cat >"$BENCH_DIR/bert_large_gpu.yaml" <<'EOF'
+model:
+  builtin: transformer
+  batch_size: 32
+  transformer: {seq_length: 384, layers: 24, hidden: 1024, heads: 16, ffn: 4096}
+devices: [cuda:0]
+measurement:
+  warmup_steps: 3
+  timed_steps: 10
+  time_limit_seconds: 60
+search:
+  evaluator: measured
+output:
+  directory: bert_large_gpu
+EOF
   run() {  # run SECONDS ARGS...: placer ARGS under a time limit of its own
     local limit=$1
     shift
@@ -274,13 +299,14 @@ EOF
     echo "!!! runtime_bench failed: exit code $?"
     rc=1
   }
-  run 60 evaluate --config "$config" --device cuda:0 --trace "$OUT_DIR/lenet_cuda0_trace.json"
+  run 60 evaluate --config "$config" --device cuda:0
   run 60 evaluate --config "$config" --device cpu:0
   run 60 evaluate --config "$config" --placement "$BENCH_DIR/convs_on_gpu.yaml" \
     --trace "$OUT_DIR/lenet_split_trace.json"
   run 60 evaluate --config "$config" --data-parallel
   run 60 evaluate --config "$config" --device cuda:0 --simulate
   run 90 profile --config "$config" --output "$OUT_DIR/lenet_gpu_profile.json"
+  run 90 evaluate --config "$BENCH_DIR/bert_large_gpu.yaml" --device cuda:0 --simulate
   # Last: the whole comparison (baselines, a 45-second learned search, random search) on cuda:0.
   run 200 compare --config "$config"
   cp "$BENCH_DIR/lenet_gpu/report.md" "$OUT_DIR/lenet_gpu_compare.md" 2>/dev/null
@@ -297,6 +323,7 @@ main() {
   echo "placer GPU check: $(git -C "$ROOT" log -1 --format='%h %s' 2>/dev/null || echo 'no git')"
   git -C "$ROOT" status --short 2>/dev/null | head -20
   stage preflight 60 "" preflight
+  stage models 200 preflight models
   stage unpack 90 preflight unpack
   stage configure 150 unpack configure
   stage build_tests 330 configure build_tests
@@ -305,7 +332,7 @@ main() {
   stage benchmarks 240 build_placer benchmarks
   stage fidelity 180 build_placer fidelity
   local verdict=OK name
-  for name in preflight unpack configure build_tests cuda_tests build_placer benchmarks fidelity; do
+  for name in preflight models unpack configure build_tests cuda_tests build_placer benchmarks fidelity; do
     case "${RESULT[$name]:-OFF}" in
       PASS | OFF) ;;
       SKIP) [[ "$verdict" == OK ]] && verdict=INCOMPLETE ;;
