@@ -2,6 +2,7 @@
 // input surfaces as an exception that main() turns into a message and exit code 2.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <stdexcept>
 #include <string>
