@@ -38,6 +38,8 @@ PACKAGES=(
   libglpk-dev libglpk40 libamd2 libcolamd2 libsuitesparseconfig5 libltdl7
   # OpenSSL's libcrypto (the cluster messages' HMAC) and its headers
   libssl-dev libssl3
+  # gloo's headers, for c10d's ProcessGroupGloo (runtime/cluster/process_group.h)
+  libgloo-dev
   # onnx.proto, compiled into the ONNX loader
   libonnx-dev
 )
