@@ -291,6 +291,19 @@ TEST(CliTest, PredictGivesTheSimulatorsStepOnAnyGpuKindWithoutMeasuring) {
       " --data-parallel");
   ASSERT_EQ(fp32.exit_code, 0) << fp32.output;
   EXPECT_GT(Milliseconds(fp32.output, "predicted step time: ([0-9.]+) ms"), ms);
+  // Achieved efficiency reaches the simulator (another step: on this small model not a slower
+  // one, since the peak model adds compute, memory and 5.7 us per op where achieved takes the
+  // larger of the first two), and says so instead of "uncalibrated".
+  Result achieved = RunPlacer(
+      "predict --config " +
+      PredictConfig("predict_achieved.yaml", "simulated",
+                    "{gpu_link: nvlink, gpu_kind: h100-sxm, precision: bf16, "
+                    "gpu_efficiency: achieved}") +
+      " --data-parallel");
+  ASSERT_EQ(achieved.exit_code, 0) << achieved.output;
+  EXPECT_NE(Milliseconds(achieved.output, "predicted step time: ([0-9.]+) ms"), ms);
+  EXPECT_THAT(achieved.output, AllOf(HasSubstr("fractions of their peaks that an H200's kernels"),
+                                     Not(HasSubstr("uncalibrated"))));
   // A measuring config: evaluate refuses the absent GPUs, predict does not need them.
   const std::string measured = PredictConfig("predict_measured.yaml", "measured", simulation);
   EXPECT_EQ(RunPlacer("evaluate --config " + measured + " --simulate --data-parallel").exit_code,
@@ -300,7 +313,8 @@ TEST(CliTest, PredictGivesTheSimulatorsStepOnAnyGpuKindWithoutMeasuring) {
   EXPECT_THAT(absent.output, HasSubstr("predicted step time: "));
   for (const auto& [bad, valid] :
        {std::pair<std::string, std::string>{"{gpu_kind: h300}", "known kinds: a100-40gb-sxm"},
-        {"{precision: fp8}", "expected 'fp32', 'tf32', 'bf16' or 'fp16'"}}) {
+        {"{precision: fp8}", "expected 'fp32', 'tf32', 'bf16' or 'fp16'"},
+        {"{gpu_efficiency: fast}", "expected 'peak' or 'achieved'"}}) {
     Result refused =
         RunPlacer("predict --config " + PredictConfig("predict_bad.yaml", "simulated", bad));
     EXPECT_EQ(refused.exit_code, 2) << refused.output;

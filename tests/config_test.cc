@@ -185,6 +185,11 @@ TEST(ConfigTest, GpusTakeTheirOwnKindOrTheSimulationsAndOnePrecision) {
   EXPECT_EQ(devices[2].gpu_kind, "");
   EXPECT_EQ(config.simulation.gpu_kind, "a100-80gb-sxm");
   EXPECT_EQ(config.simulation.precision, sim::Precision::kBf16);
+  EXPECT_EQ(defaults.simulation.gpu_efficiency, sim::GpuEfficiency::kPeak);
+  EXPECT_EQ(ParseConfig(std::string(kMinimal) + "simulation:\n  gpu_efficiency: achieved\n",
+                        "achieved.yaml")
+                .simulation.gpu_efficiency,
+            sim::GpuEfficiency::kAchieved);
   for (const char* precision : {"fp32", "tf32", "bf16", "fp16"}) {
     EXPECT_EQ(sim::ToString(ParseConfig(std::string(kMinimal) +
                                             "simulation:\n  precision: " + precision + "\n",
@@ -386,6 +391,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"UnknownPrecision", kM + "simulation:\n  precision: fp64\n", 4,
                 "simulation.precision",
                 "unknown precision 'fp64'; expected 'fp32', 'tf32', 'bf16' or 'fp16'"},
+        BadCase{"UnknownGpuEfficiency", kM + "simulation:\n  gpu_efficiency: measured\n", 4,
+                "simulation.gpu_efficiency",
+                "unknown GPU efficiency 'measured'; expected 'peak' or 'achieved'"},
         BadCase{"SyntaxError", kM + "  batch_size: [1, 2\nsearch: {}\n", 4, "", "invalid YAML"},
         BadCase{"TabIndentation", kM + "search:\n\tseed: 1\n", 4, "", "invalid YAML"},
         BadCase{"TwoDocuments", kM + "---\nsearch: {}\n", 3, "",

@@ -151,6 +151,57 @@ TEST(GpuKindsTest, AGemmOnAnH100SxmRunsAtTheTensorCorePeakOfItsPrecision) {
   EXPECT_DOUBLE_EQ(bf16.OpSeconds(g, relu, gpu), relu_seconds);
 }
 
+// simulation.gpu_efficiency: achieved, by hand. On an H200 in bf16 the 1024^3 GEMM is
+// compute-bound at 77.4% of the 989.5 TFLOP/s peak plus 11.8 us of fill and drain; the ReLU is
+// memory-bound at 87.15% of 4.8 TB/s plus 3.17 us; and an op too small for either waits for the
+// host's 7.12 us of issue.
+TEST(GpuKindsTest, AchievedEfficiencyRunsAGemmAtItsFittedFractionOfThePeak) {
+  Graph g = Gemm();
+  const OpId fc = *g.FindOp("fc");
+  const OpId relu = *g.FindOp("relu");
+  const Device gpu = Cuda(0);
+  const RooflineCostModel bf16 = RooflineForGpuKinds(
+      {}, {.precision = Precision::kBf16, .efficiency = GpuEfficiency::kAchieved});
+  // Compute 2^31 / (989.5e12 * 0.774) = 2.804 us; memory (2 + 4 + 2) MiB / (4.8e12 * 0.8715)
+  // = 2.005 us; the larger plus 11.8 us = 14.604 us.
+  const double compute = 2.0 * 1024 * 1024 * 1024 / (989.5e12 * 0.774);
+  EXPECT_DOUBLE_EQ(bf16.OpSeconds(g, fc, gpu), compute + 11.8e-6);
+  EXPECT_NEAR(bf16.OpSeconds(g, fc, gpu), 14.604e-6, 1e-9);
+  // The ReLU reads and writes 4 MiB each in fp32: 8 MiB / (4.8e12 * 0.8715) + 3.17 us = 5.175 us,
+  // under the 7.12 us issue floor.
+  const double relu_memory = 2 * 1024.0 * 1024 * 4 / (4.8e12 * 0.8715) + 3.17e-6;
+  EXPECT_NEAR(relu_memory, 5.175e-6, 1e-9);
+  EXPECT_DOUBLE_EQ(bf16.OpSeconds(g, relu, gpu), 7.12e-6);
+
+  // In fp32 the GEMM runs on the CUDA cores at 73% of 67 TFLOP/s plus 15.6 us:
+  // 2^31 / 48.91e12 + 15.6 us = 59.507 us.
+  const RooflineCostModel fp32 = RooflineForGpuKinds({}, {.efficiency = GpuEfficiency::kAchieved});
+  EXPECT_NEAR(fp32.OpSeconds(g, fc, gpu), 59.507e-6, 1e-9);
+  // Achieved is never faster than the peak model's kernel (its overhead aside).
+  const RooflineCostModel peak = RooflineForGpuKinds({}, {});
+  EXPECT_GT(fp32.OpSeconds(g, fc, gpu), peak.OpSeconds(g, fc, gpu));
+}
+
+TEST(GpuKindsTest, AchievedFractionsAreFractionsAndTheNamesRoundTrip) {
+  for (Precision precision : {Precision::kFp32, Precision::kTf32, Precision::kBf16,
+                              Precision::kFp16}) {
+    const AchievedEfficiency a = AchievedEfficiencyAt(precision);
+    EXPECT_GT(a.matmul_fraction, 0.5) << ToString(precision);
+    EXPECT_LE(a.matmul_fraction, 1) << ToString(precision);
+    EXPECT_GT(a.bandwidth_fraction, 0.5);
+    EXPECT_LE(a.bandwidth_fraction, 1);
+  }
+  EXPECT_EQ(AchievedEfficiencyAt(Precision::kFp16), AchievedEfficiencyAt(Precision::kBf16));
+  EXPECT_EQ(GpuEfficiencyNames(), (std::vector<std::string_view>{"peak", "achieved"}));
+  EXPECT_EQ(ToString(GpuEfficiency::kAchieved), "achieved");
+  // The spec's check refuses a fraction above 1.
+  DeviceSpec spec = GpuDeviceSpec(GpuKindNamed("h200"), Precision::kBf16, GpuEfficiency::kAchieved);
+  spec.achieved->matmul_fraction = 1.5;
+  RooflineCostModel model;
+  EXPECT_THAT([&] { model.SetDeviceSpec("cuda:0", spec); },
+              ::testing::ThrowsMessage<std::invalid_argument>(HasSubstr("in (0, 1]")));
+}
+
 TEST(GpuKindsTest, MatmulsConvolutionsAndTheirBackwardOpsRunOnTensorCores) {
   Graph g;
   ModelBuilder b(g);

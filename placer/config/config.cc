@@ -56,6 +56,11 @@ const std::array kPrecisionNames = {
     Named<sim::Precision>{sim::Precision::kBf16, sim::ToString(sim::Precision::kBf16)},
     Named<sim::Precision>{sim::Precision::kFp16, sim::ToString(sim::Precision::kFp16)}};
 
+const std::array kGpuEfficiencyNames = {
+    Named<sim::GpuEfficiency>{sim::GpuEfficiency::kPeak, sim::ToString(sim::GpuEfficiency::kPeak)},
+    Named<sim::GpuEfficiency>{sim::GpuEfficiency::kAchieved,
+                              sim::ToString(sim::GpuEfficiency::kAchieved)}};
+
 // The keys of an options struct's fields.
 class FieldKeys final : public graph::FieldVisitor {
  public:
@@ -333,8 +338,9 @@ SearchConfig ReadSearch(const Value& value) {
 }
 
 SimulationConfig ReadSimulation(const Value& value) {
-  Mapping mapping(value, {"profile", "gpu_link", "gpu_kind", "precision", "gpus_per_host",
-                          "host_link_gbps", "host_link_latency_us", "process_hosts"});
+  Mapping mapping(value, {"profile", "gpu_link", "gpu_kind", "precision", "gpu_efficiency",
+                          "gpus_per_host", "host_link_gbps", "host_link_latency_us",
+                          "process_hosts"});
   SimulationConfig simulation;
   if (const Value* profile = mapping.Find("profile")) simulation.profile = ToString(*profile);
   ReadChoice(mapping, "gpu_link", "link", kGpuLinkNames, &simulation.gpu_link);
@@ -342,6 +348,8 @@ SimulationConfig ReadSimulation(const Value& value) {
     simulation.gpu_kind = ReadGpuKind(*kind, simulation.gpu_link == GpuLink::kNvlink);
   }
   ReadChoice(mapping, "precision", "precision", kPrecisionNames, &simulation.precision);
+  ReadChoice(mapping, "gpu_efficiency", "GPU efficiency", kGpuEfficiencyNames,
+             &simulation.gpu_efficiency);
   ReadInteger(mapping, "gpus_per_host", 0, &simulation.gpus_per_host);
   ReadPositive(mapping, "host_link_gbps", &simulation.host_link_gbps);
   ReadPositive(mapping, "host_link_latency_us", &simulation.host_link_latency_us);

@@ -182,6 +182,9 @@ struct SimulationConfig {
   // simulation.precision: the arithmetic of matmul- and convolution-class ops in the roofline
   // model (fp32, tf32, or bf16/fp16 mixed precision). The executor itself trains in fp32.
   sim::Precision precision = sim::Precision::kFp32;
+  // simulation.gpu_efficiency: GPU ops at the data sheets' peaks ("peak") or at what measured
+  // kernels reach of them ("achieved"; runtime/sim/gpu_kinds.h).
+  sim::GpuEfficiency gpu_efficiency = sim::GpuEfficiency::kPeak;
   // simulation.gpus_per_host: GPU cuda:i is on host i / gpus_per_host (0: one host), and a copy
   // between hosts crosses a network of simulation.host_link_gbps gigabits per second per
   // direction with simulation.host_link_latency_us microseconds per transfer (roofline model).

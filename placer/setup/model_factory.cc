@@ -121,6 +121,7 @@ std::unique_ptr<sim::CostModel> CostModelFor(const config::Config& config) {
   // of mixed kinds gets the slower NVLink.
   sim::GpuKindOptions gpus{.default_kind = config.simulation.gpu_kind,
                            .precision = config.simulation.precision,
+                           .efficiency = config.simulation.gpu_efficiency,
                            .nvlink = config.simulation.gpu_link == config::GpuLink::kNvlink};
   for (const config::DeviceConfig& device : config.devices.devices) {
     if (graph::DeviceFromName(device.name).type != graph::DeviceType::kCuda) continue;
@@ -165,6 +166,15 @@ std::vector<std::string> CostModelNotes(const config::Config& config, const sim:
       fmt::format("placer profile --config {}{} -o profile.json", config_path,
                   data_parallel ? " --data-parallel" : "");
   const auto* profile = dynamic_cast<const sim::ProfiledCostModel*>(&costs);
+  const bool gpus_only = std::all_of(devices.begin(), devices.end(), [](const auto& device) {
+    return device.type == graph::DeviceType::kCuda;
+  });
+  if (profile == nullptr && gpus_only &&
+      config.simulation.gpu_efficiency == sim::GpuEfficiency::kAchieved) {
+    return {"GPU ops at the fractions of their peaks that an H200's kernels reached "
+            "(simulation.gpu_efficiency: achieved; other kinds assume the same fractions), "
+            "not what these devices were measured at"};
+  }
   if (profile == nullptr) {
     // The figures are fidelity_bench's roofline variant (bench/RESULTS.md, issue 21).
     return {fmt::format(

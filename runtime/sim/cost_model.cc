@@ -43,6 +43,19 @@ void CheckSpec(const std::string& device_name, const DeviceSpec& spec) {
                     "matmul_activation_byte_scale in (0, 1] (got {}, {})",
                     device_name, spec.matmul_flops, spec.matmul_activation_byte_scale));
   }
+  if (const std::optional<AchievedEfficiency>& a = spec.achieved) {
+    auto fraction = [](double x) { return x > 0 && x <= 1; };
+    auto seconds = [](double x) { return x >= 0 && std::isfinite(x); };
+    if (!fraction(a->matmul_fraction) || !fraction(a->bandwidth_fraction) ||
+        !seconds(a->matmul_fixed_seconds) || !seconds(a->memory_fixed_seconds) ||
+        !seconds(a->issue_seconds)) {
+      throw std::invalid_argument(fmt::format(
+          "device spec of '{}': achieved fractions must be in (0, 1] and its seconds "
+          "non-negative and finite (got fractions {}, {}; seconds {}, {}, {})",
+          device_name, a->matmul_fraction, a->bandwidth_fraction, a->matmul_fixed_seconds,
+          a->memory_fixed_seconds, a->issue_seconds));
+    }
+  }
 }
 
 void CheckLink(const std::string& from, const std::string& to, const LinkSpec& link) {
@@ -203,8 +216,18 @@ double RooflineCostModel::OpSeconds(const graph::Graph& graph, graph::OpId op,
     for (graph::TensorId input : node.inputs)
       bytes += static_cast<double>(graph.tensor(input).bytes());
   }
-  const double compute =
-      graph::OpFlops(graph, node) / (tensor_cores ? spec.matmul_flops : spec.peak_flops);
+  const double flops = graph::OpFlops(graph, node);
+  if (spec.achieved) {
+    const AchievedEfficiency& achieved = *spec.achieved;
+    const double memory = bytes / (spec.memory_bandwidth * achieved.bandwidth_fraction);
+    const double kernel =
+        tensor_cores
+            ? std::max(flops / (spec.matmul_flops * achieved.matmul_fraction), memory) +
+                  achieved.matmul_fixed_seconds
+            : std::max(flops / spec.peak_flops, memory) + achieved.memory_fixed_seconds;
+    return std::max(achieved.issue_seconds, kernel);
+  }
+  const double compute = flops / (tensor_cores ? spec.matmul_flops : spec.peak_flops);
   const double memory = bytes / spec.memory_bandwidth;
   const double roofline =
       options_.overlap_compute_and_memory ? std::max(compute, memory) : compute + memory;

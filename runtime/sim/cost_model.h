@@ -69,6 +69,21 @@ struct ContentionSpec {
   bool operator==(const ContentionSpec&) const = default;
 };
 
+// What a GPU's kernels reach of its data-sheet peaks (simulation.gpu_efficiency: achieved),
+// fitted to kernels measured on the GPU (runtime/sim/gpu_kinds.cc says where and how). An op of
+// the matmul class (RunsOnTensorCores) takes max(FLOP / (its peak x matmul_fraction), bytes /
+// (bandwidth x bandwidth_fraction)) + matmul_fixed_seconds; any other op max(FLOP / peak_flops,
+// bytes / (bandwidth x bandwidth_fraction)) + memory_fixed_seconds; and no op less than
+// issue_seconds, the host's time to issue one (below it the GPU waits for the host).
+struct AchievedEfficiency {
+  double matmul_fraction = 1;
+  double matmul_fixed_seconds = 0;  // a matmul-class kernel's fill, tail wave and drain
+  double bandwidth_fraction = 1;
+  double memory_fixed_seconds = 0;
+  double issue_seconds = 0;
+  bool operator==(const AchievedEfficiency&) const = default;
+};
+
 // Throughput of one device for the roofline estimate.
 struct DeviceSpec {
   double peak_flops = 0;           // FLOP/s
@@ -80,6 +95,9 @@ struct DeviceSpec {
   // What those ops' activations and gradients (every float tensor they read or write but the
   // parameters) weigh per fp32 byte: 0.5 under bf16 or fp16 autocast, 1 otherwise.
   double matmul_activation_byte_scale = 1;
+  // Set: the op's time is what the kernels reach (AchievedEfficiency), op_overhead_seconds unused;
+  // unset: every op at the peaks, plus op_overhead_seconds.
+  std::optional<AchievedEfficiency> achieved;
 };
 
 // Whether `op` is of the matmul or convolution class that tensor cores run (Conv2d,
@@ -158,7 +176,8 @@ struct RooflineOptions {
 };
 
 // The analytic model: op time = FLOPs / peak_flops (+ or max) bytes read and written /
-// memory_bandwidth, plus the per-op overhead; transfers by the link of the ordered pair.
+// memory_bandwidth, plus the per-op overhead, or, for a device with DeviceSpec::achieved, what its
+// kernels reach; transfers by the link of the ordered pair.
 class RooflineCostModel : public CostModel {
  public:
   explicit RooflineCostModel(RooflineOptions options = {});

@@ -124,7 +124,58 @@ constexpr std::array<std::pair<Precision, std::string_view>, 4> kPrecisionNames 
     {Precision::kFp16, "fp16"},
 }};
 
+constexpr std::array<std::pair<GpuEfficiency, std::string_view>, 2> kGpuEfficiencyNames = {{
+    {GpuEfficiency::kPeak, "peak"},
+    {GpuEfficiency::kAchieved, "achieved"},
+}};
+
+// Measured on an NVIDIA H200 SXM (PyTorch 2.11, CUDA 13.0, cuDNN 9.19) by bench/gpu_models.py in
+// the GPU check of 2026-12-04; fitted by `python3 bench/fit_gpu_efficiency.py` (bench/RESULTS.md,
+// "Achieved GPU efficiency"). The memory fraction and fixed time: a line through the add, relu
+// and copy rows above the issue floor (median error 1.0%). The issue time: a one-element add
+// issued back to back, the host's rate. The matmul fraction and fixed time: the best of a grid
+// over 18 GEMM and 9 convolution rows of each precision. fp16 was not measured; its tensor-core
+// peak and kernels are bf16's, so it takes bf16's constants.
+constexpr double kIssueSeconds = 7.12e-6;
+constexpr double kBandwidthFraction = 0.8715;
+constexpr double kMemoryFixedSeconds = 3.17e-6;
+
 }  // namespace
+
+std::string_view ToString(GpuEfficiency efficiency) {
+  for (const auto& [value, name] : kGpuEfficiencyNames) {
+    if (value == efficiency) return name;
+  }
+  return "?";
+}
+
+std::vector<std::string_view> GpuEfficiencyNames() {
+  std::vector<std::string_view> names;
+  for (const auto& entry : kGpuEfficiencyNames) names.push_back(entry.second);
+  return names;
+}
+
+AchievedEfficiency AchievedEfficiencyAt(Precision precision) {
+  AchievedEfficiency achieved{.bandwidth_fraction = kBandwidthFraction,
+                              .memory_fixed_seconds = kMemoryFixedSeconds,
+                              .issue_seconds = kIssueSeconds};
+  switch (precision) {
+    case Precision::kFp32:
+      achieved.matmul_fraction = 0.730;
+      achieved.matmul_fixed_seconds = 15.6e-6;
+      break;
+    case Precision::kTf32:
+      achieved.matmul_fraction = 0.702;
+      achieved.matmul_fixed_seconds = 12.4e-6;
+      break;
+    case Precision::kBf16:
+    case Precision::kFp16:
+      achieved.matmul_fraction = 0.774;
+      achieved.matmul_fixed_seconds = 11.8e-6;
+      break;
+  }
+  return achieved;
+}
 
 std::string_view ToString(Precision precision) {
   for (const auto& [value, name] : kPrecisionNames) {
@@ -181,13 +232,15 @@ const GpuKind& GpuKindNamed(std::string_view name) {
       fmt::format("unknown GPU kind '{}'; known kinds: {}", name, GpuKindNameList()));
 }
 
-DeviceSpec GpuDeviceSpec(const GpuKind& kind, Precision precision) {
+DeviceSpec GpuDeviceSpec(const GpuKind& kind, Precision precision, GpuEfficiency efficiency) {
   const bool half_width = precision == Precision::kBf16 || precision == Precision::kFp16;
-  return {.peak_flops = kind.fp32_flops,
-          .memory_bandwidth = kind.memory_bandwidth,
-          .op_overhead_seconds = kPlacetoOpOverheadSeconds,
-          .matmul_flops = kind.MatmulFlops(precision),
-          .matmul_activation_byte_scale = half_width ? 0.5 : 1.0};
+  DeviceSpec spec{.peak_flops = kind.fp32_flops,
+                  .memory_bandwidth = kind.memory_bandwidth,
+                  .op_overhead_seconds = kPlacetoOpOverheadSeconds,
+                  .matmul_flops = kind.MatmulFlops(precision),
+                  .matmul_activation_byte_scale = half_width ? 0.5 : 1.0};
+  if (efficiency == GpuEfficiency::kAchieved) spec.achieved = AchievedEfficiencyAt(precision);
+  return spec;
 }
 
 LinkSpec NvlinkOf(const GpuKind& kind) {
@@ -200,7 +253,7 @@ LinkSpec NvlinkOf(const GpuKind& kind) {
 
 RooflineCostModel RooflineForGpuKinds(RooflineOptions options, const GpuKindOptions& gpus) {
   const GpuKind& default_kind = GpuKindNamed(gpus.default_kind);
-  options.gpu = GpuDeviceSpec(default_kind, gpus.precision);
+  options.gpu = GpuDeviceSpec(default_kind, gpus.precision, gpus.efficiency);
   if (gpus.nvlink) options.gpu_to_gpu = NvlinkOf(default_kind);
   RooflineCostModel model(options);
   std::map<std::string, const GpuKind*> kind_of;
@@ -211,7 +264,7 @@ RooflineCostModel RooflineForGpuKinds(RooflineOptions options, const GpuKindOpti
     }
     const GpuKind& kind = GpuKindNamed(kind_name);
     kind_of[name] = &kind;
-    model.SetDeviceSpec(name, GpuDeviceSpec(kind, gpus.precision));
+    model.SetDeviceSpec(name, GpuDeviceSpec(kind, gpus.precision, gpus.efficiency));
   }
   if (!gpus.nvlink) return model;
   // A pair's NVLink runs at its slower end's rate. Links set for a pair override the hosts, so

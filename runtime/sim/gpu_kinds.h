@@ -30,6 +30,23 @@ std::optional<Precision> ParsePrecision(std::string_view name);
 // "fp32", "tf32", "bf16", "fp16", in that order.
 std::vector<std::string_view> PrecisionNames();
 
+// How the roofline model runs a GPU's ops (simulation.gpu_efficiency): kPeak, every op at the
+// data sheet's peaks plus a fixed overhead (a lower bound, and every figure before achieved rates
+// existed); kAchieved, at the fractions of the peaks that measured kernels reach
+// (AchievedEfficiencyAt).
+enum class GpuEfficiency {
+  kPeak,
+  kAchieved,
+};
+std::string_view ToString(GpuEfficiency efficiency);
+// "peak", "achieved", in that order.
+std::vector<std::string_view> GpuEfficiencyNames();
+
+// What a GPU's kernels reach at `precision`: fitted by bench/fit_gpu_efficiency.py to the kernel
+// table an H200 measured (bench/measured/h200_2026-12-04/gpu_kernels.csv) and taken as fractions
+// of every kind's peaks, so for the other kinds they are an assumption, not a measurement.
+AchievedEfficiency AchievedEfficiencyAt(Precision precision);
+
 // One GPU model, as its data sheet gives it.
 struct GpuKind {
   std::string_view name;  // as a config names it: "h100-sxm"
@@ -71,9 +88,10 @@ inline constexpr std::string_view kDefaultGpuKind = "h200";
 // The roofline spec of one GPU of `kind` running at `precision`: matmul- and convolution-class
 // ops at the kind's peak for the precision, every other op at its FP32 peak; under bf16 and fp16
 // the activations those ops read and write count at half their fp32 bytes. Every op runs at its
-// peak: no achieved efficiency yet (a kernel reaches a fraction of it, which differs by op and
-// size), so predicted compute is a lower bound. Overhead: Placeto's 5.7 us per op, as the presets.
-DeviceSpec GpuDeviceSpec(const GpuKind& kind, Precision precision);
+// peak under kPeak, so predicted compute is a lower bound (overhead: Placeto's 5.7 us per op, as
+// the presets); under kAchieved at AchievedEfficiencyAt(precision) of the peaks.
+DeviceSpec GpuDeviceSpec(const GpuKind& kind, Precision precision,
+                         GpuEfficiency efficiency = GpuEfficiency::kPeak);
 // The NVLink between two GPUs of `kind` (Placeto's 25 us per transfer, as the presets); throws
 // std::invalid_argument for a kind without NVLink.
 LinkSpec NvlinkOf(const GpuKind& kind);
@@ -86,6 +104,7 @@ struct GpuKindOptions {
   // GPU here.
   std::map<std::string, std::string> device_kinds;
   Precision precision = Precision::kFp32;
+  GpuEfficiency efficiency = GpuEfficiency::kPeak;
   // Between GPUs of one host: NVLink (as above), not `options.gpu_to_gpu`. Every pair is joined
   // (NVSwitch); a kind with NVLink bridges only is simulated as though its every pair were
   // bridged.
