@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <torch/serialize.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -280,22 +281,55 @@ TEST(PretrainingTest, OneNetworkRefinesAGraphAndADeviceCountItWasNotTrainedOn) {
   EXPECT_LT(outcome.best_seconds, 0.7 * start) << log.str();
 }
 
-// configs/edit_model.pt is what `placer pretrain` makes with its defaults (the same scorer, to
-// float rounding): the one command reproduces the shipped file, and a placer whose edit features
-// changed without pretraining again fails here (the file is refused).
+// Ranks of `values` (0 for the smallest; ties in order of appearance).
+std::vector<double> Ranks(const std::vector<double>& values) {
+  std::vector<size_t> order(values.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return values[x] < values[y]; });
+  std::vector<double> ranks(values.size());
+  for (size_t r = 0; r < order.size(); ++r) ranks[order[r]] = static_cast<double>(r);
+  return ranks;
+}
+
+double Correlation(const std::vector<double>& x, const std::vector<double>& y) {
+  const double n = static_cast<double>(x.size());
+  double mx = 0, my = 0;
+  for (size_t i = 0; i < x.size(); ++i) mx += x[i] / n, my += y[i] / n;
+  double sxy = 0, sxx = 0, syy = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    sxy += (x[i] - mx) * (y[i] - my);
+    sxx += (x[i] - mx) * (x[i] - mx);
+    syy += (y[i] - my) * (y[i] - my);
+  }
+  return sxy / std::sqrt(sxx * syy);
+}
+
+// configs/edit_model.pt is what `placer pretrain` makes with its defaults. On one host the
+// command is deterministic (two runs: the same scorer, to float rounding). Across hosts it is not
+// bit for bit: its small network trains through MKL, whose kernels differ by CPU (the file, made on
+// an AVX-512-FP16 host, and a run on an AMD EPYC one differ by up to 0.06 in a prediction of
+// 0.1, 2026-12-04), and expert iteration carries such differences on. So the shipped file must
+// rank the probe rows as a fresh run does (Spearman >= 0.8; 0.93 between those two hosts) rather
+// than equal it; a placer whose edit features changed without pretraining again has its file
+// refused when it loads.
 TEST(PretrainingTest, TheShippedEditModelIsWhatThePretrainCommandMakes) {
-  test_support::TempDir dir;
+  test_support::TempDir dir, again;
   std::ostringstream log;
   setup::Pretrain(setup::PretrainOptions{}, dir.path(), log);
+  setup::Pretrain(setup::PretrainOptions{}, again.path(), log);
   const auto shipped =
       search::EditModel::Load(std::filesystem::path(PLACER_SOURCE_DIR) / "configs/edit_model.pt");
   const auto fresh = search::EditModel::Load(dir.path() / setup::kEditModelFile);
+  const auto repeated = search::EditModel::Load(again.path() / setup::kEditModelFile);
   std::vector<EditFeatureRow> rows(3 * search::kEditFeatureDims);
   for (size_t i = 0; i < rows.size(); ++i) {
     rows[i][i % search::kEditFeatureDims] = static_cast<float>(i % 3) - 0.5f;
   }
-  const std::vector<double> a = shipped->Predict(rows), b = fresh->Predict(rows);
-  for (size_t i = 0; i < rows.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-4) << "row " << i;
+  const std::vector<double> a = shipped->Predict(rows), b = fresh->Predict(rows),
+                            c = repeated->Predict(rows);
+  for (size_t i = 0; i < rows.size(); ++i) EXPECT_NEAR(b[i], c[i], 1e-6) << "row " << i;
+  EXPECT_GE(Correlation(Ranks(a), Ranks(b)), 0.8);
 }
 
 }  // namespace
