@@ -7,18 +7,28 @@ Calibration uses the kernel table only (gpu_kernels.csv); the whole-model steps
 (gpu_models.csv) are never fitted to: they are the validation rows (bench/gpu_predict.py).
 
 The model, for one op on one GPU at one precision:
-  matrix multiplies and convolutions:  max(FLOP / (peak x fraction), bytes / (bandwidth x
+  matrix multiplies and convolutions:  max(FLOP / (peak x fraction x shape), bytes / (bandwidth x
                                        memory fraction)) + fixed
   memory-bound ops (add, relu, copy):  bytes / (bandwidth x memory fraction) + memory fixed
-and no op shorter than the host's issue time (a one-element add issued back to back). The memory
-fit minimises the relative error of a line over the rows that take longer than twice the shortest
-(below that the host's issue rate is timed, not the kernel); the matmul fit searches a grid of
-(fraction, fixed) for the least mean |log(predicted / measured)| over every GEMM and convolution
-row of the precision, the memory term and the issue time taken from the fits before it. The
-convolutions' input, weight and output bytes count (channels-last, no workspace).
+and no op shorter than the host's issue time (a one-element add issued back to back). `shape` is
+what a GEMM of m x n (inner k) loses to its tiles and waves and to a short inner dimension, as
+NVIDIA's GEMM performance guide and Habitat (ATC'21) describe it: its 128 x 128 output tiles
+fill ceil(tiles / SMs) waves over the GPU's SMs (132 on an H100 SXM or H200), so the last wave
+may run part-empty (wave = tiles / (waves x SMs)); and each tile's pipeline fills and drains
+over k, worth k0 of inner steps (k / (k + k0)). A convolution is its implicit GEMM (m = batch x
+output pixels, n = output channels, k = input channels x kernel area). "flat" is shape = 1
+(the first model, commit 3ab0ab1). Both are fitted for each precision, and the one of the
+lower error marked.
+
+The memory fit minimises the relative error of a line over the rows that take longer than twice
+the shortest (below that the host's issue rate is timed, not the kernel); the matmul fits seek
+the least mean |log(predicted / measured)| over every GEMM and convolution row of the precision
+(flat: every (fraction, fixed) of a fine grid; shaped: (fraction, k0, fixed) coarse to fine), the memory term and the issue time taken from the
+fits before it. The convolutions' input, weight and output bytes count (channels-last, no
+workspace).
 
     python3 bench/fit_gpu_efficiency.py [bench/measured/h200_2026-12-04/gpu_kernels.csv]
-        [--peak-tflops fp32=67,tf32=494.5,bf16=989.5] [--bandwidth-gbs 4800]
+        [--peak-tflops fp32=67,tf32=494.5,bf16=989.5] [--bandwidth-gbs 4800] [--sms 132]
 """
 
 import argparse
@@ -32,21 +42,32 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT = os.path.join(ROOT, "bench", "measured", "h200_2026-12-04", "gpu_kernels.csv")
 
 
+TILE = 128
+
+
+def shape_efficiency(m, n, k, k0, sms):
+    """What a GEMM of m x n (inner k) keeps of the peak: its last wave's fill, k / (k + k0)."""
+    tiles = math.ceil(m / TILE) * math.ceil(n / TILE)
+    waves = math.ceil(tiles / sms)
+    return tiles / (waves * sms) * k / (k + k0)
+
+
 def gemm_work(shape, width):
-    """FLOP and bytes read and written of an m x k by k x n product."""
+    """FLOP, bytes read and written, and (m, n, k) of an m x k by k x n product."""
     m, n, k = (int(x) for x in shape.split("x"))
-    return 2.0 * m * n * k, float(width * (m * k + k * n + m * n))
+    return 2.0 * m * n * k, float(width * (m * k + k * n + m * n)), (m, n, k)
 
 
 def conv_work(shape, width):
-    """FLOP and bytes (input, weight, output) of a convolution the table names."""
+    """FLOP, bytes (input, weight, output) and implicit GEMM (m, n, k) of a convolution the table
+    names."""
     batch, cin, cout, size, kernel, stride = (int(x) for x in re.match(
         r"(\d+)x(\d+)->(\d+)@(\d+)k(\d+)s(\d+)", shape).groups())
     out = size // stride
     flops = 2.0 * batch * cout * out * out * cin * kernel * kernel
     moved = width * (batch * cin * size * size + cout * cin * kernel * kernel
                      + batch * cout * out * out)
-    return flops, float(moved)
+    return flops, float(moved), (batch * out * out, cout, cin * kernel * kernel)
 
 
 def fit_line(rows):
@@ -73,6 +94,7 @@ def main():
     parser.add_argument("--peak-tflops", default="fp32=67,tf32=494.5,bf16=989.5",
                         help="the kind's data-sheet peaks (default: the H200's)")
     parser.add_argument("--bandwidth-gbs", type=float, default=4800)
+    parser.add_argument("--sms", type=int, default=132, help="streaming multiprocessors")
     args = parser.parse_args()
     peaks = {p: float(v) * 1e12 for p, v in (x.split("=") for x in args.peak_tflops.split(","))}
     with open(args.kernels) as file:
@@ -101,33 +123,52 @@ def main():
             print(f"  not fitted: {r['kind']} {r['shape']} {r['precision']}: predicted / measured "
                   f"{predicted / float(r['seconds']):.2f}")
 
-    print("\nprecision  fraction of peak  fixed (us)  class   rows  median |err|  worst")
+    print("\nprecision  model     fraction  k0    fixed (us)  mean |log|  class   rows  "
+          "median |err|  worst")
     for precision, peak in peaks.items():
         width = 2 if precision == "bf16" else 4
         rows = []
         for r in table:
             if r["precision"] != precision or r["kind"] not in ("gemm", "conv2d"):
                 continue
-            flops, moved = (gemm_work if r["kind"] == "gemm" else conv_work)(r["shape"], width)
-            rows.append((r["kind"], flops, moved, float(r["seconds"])))
+            flops, moved, mnk = (gemm_work if r["kind"] == "gemm" else conv_work)(r["shape"], width)
+            rows.append((r["kind"], flops, moved, mnk, float(r["seconds"])))
 
-        def predict(fraction, fixed, flops, moved):
-            compute = flops / (peak * fraction)
+        def predict(fraction, k0, fixed, flops, moved, mnk, shaped):
+            shape = shape_efficiency(*mnk, k0, args.sms) if shaped else 1
+            compute = flops / (peak * fraction * shape)
             memory = moved / (bandwidth * memory_fraction)
             return max(issue, max(compute, memory) + fixed)
 
-        def loss(fraction, fixed):
-            return statistics.fmean(abs(math.log(predict(fraction, fixed, f, m) / t))
-                                    for _, f, m, t in rows)
+        def loss(point, shaped):
+            return statistics.fmean(abs(math.log(predict(*point, f, m, s, shaped) / t))
+                                    for _, f, m, s, t in rows)
 
-        best = min(((loss(fr / 1000, fx * 1e-7), fr / 1000, fx * 1e-7)
-                    for fr in range(300, 1001, 2) for fx in range(0, 301, 2)))
-        _, fraction, fixed = best
-        for kind in ("gemm", "conv2d", "both"):
-            errors = [abs(predict(fraction, fixed, f, m) / t - 1) for k, f, m, t in rows
-                      if kind in (k, "both")]
-            print(f"{precision:9s}  {fraction:16.3f}  {fixed * 1e6:10.1f}  {kind:6s}  "
-                  f"{len(errors):4d}  {statistics.median(errors):11.1%}  {max(errors):6.1%}")
+        fits = {}
+        # Without shape: every (fraction, fixed) of a fine grid (the first model's fit).
+        fits["flat"] = min(((fr / 1000, 0.0, fx * 1e-7) for fr in range(300, 1001, 2)
+                            for fx in range(0, 301, 2)), key=lambda p: loss(p, False))
+        # With shape: coarse to fine, a grid and then finer ones around the best point.
+        centre, span = (0.65, 1000.0, 15e-6), (0.35, 1000.0, 15e-6)
+        for _ in range(4):
+            grid = [(centre[0] + span[0] * i / 10, centre[1] + span[1] * j / 10,
+                     centre[2] + span[2] * h / 10)
+                    for i in range(-10, 11) for j in range(-10, 11) for h in range(-10, 11)]
+            grid = [(fr, k0, fx) for fr, k0, fx in grid if 0 < fr <= 1 and k0 >= 0 and fx >= 0]
+            centre = min(grid, key=lambda p: loss(p, True))
+            span = tuple(x / 4 for x in span)
+        fits["shaped"] = centre
+        chosen = min(fits, key=lambda name: loss(fits[name], name == "shaped"))
+        for name, point in fits.items():
+            shaped = name == "shaped"
+            for kind in ("gemm", "conv2d", "both"):
+                errors = [abs(predict(*point, f, m, s, shaped) / t - 1)
+                          for k, f, m, s, t in rows if kind in (k, "both")]
+                mark = "*" if name == chosen and kind == "both" else " "
+                print(f"{precision:9s}  {name:7s} {point[0]:9.4f}  {point[1]:4.0f}  "
+                      f"{point[2] * 1e6:10.2f}  {loss(point, shaped):10.3f}{mark} {kind:6s}  "
+                      f"{len(errors):4d}  {statistics.median(errors):11.1%}  {max(errors):6.1%}")
+    print("\n*: the model of the lower mean |log(predicted / measured)|, the one to use")
 
 if __name__ == "__main__":
     main()

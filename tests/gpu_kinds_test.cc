@@ -14,6 +14,7 @@
 #include "graph/training_step.h"
 #include "graph/zoo.h"
 #include "runtime/sim/cost_model.h"
+#include "runtime/sim/gemms.h"
 
 namespace placer::sim {
 namespace {
@@ -40,17 +41,18 @@ struct DataSheet {
   double nvlink_bidirectional_gb_per_s;
   int pcie_generation;
   bool nvswitch;
+  int streaming_multiprocessors;  // the architecture white papers
 };
 
 // Dense figures; where a data sheet gives only the sparse one (H100, H200), half of it.
 constexpr DataSheet kDataSheets[] = {
-    {"a100-40gb-sxm", 19.5, 156, 312, 312, 1555, 40, 3, 600, 4, true},
-    {"a100-80gb-sxm", 19.5, 156, 312, 312, 2039, 80, 3, 600, 4, true},
-    {"a100-80gb-pcie", 19.5, 156, 312, 312, 1935, 80, 3, 600, 4, false},
-    {"h100-sxm", 67, 494.5, 989.5, 989.5, 3350, 80, 4, 900, 5, true},
-    {"h100-pcie", 51, 378, 756.5, 756.5, 2000, 80, 4, 600, 5, false},
-    {"h200", 67, 494.5, 989.5, 989.5, 4800, 141, 4, 900, 5, true},
-    {"l40s", 91.6, 183, 362.05, 362.05, 864, 48, 0, 0, 4, false},
+    {"a100-40gb-sxm", 19.5, 156, 312, 312, 1555, 40, 3, 600, 4, true, 108},
+    {"a100-80gb-sxm", 19.5, 156, 312, 312, 2039, 80, 3, 600, 4, true, 108},
+    {"a100-80gb-pcie", 19.5, 156, 312, 312, 1935, 80, 3, 600, 4, false, 108},
+    {"h100-sxm", 67, 494.5, 989.5, 989.5, 3350, 80, 4, 900, 5, true, 132},
+    {"h100-pcie", 51, 378, 756.5, 756.5, 2000, 80, 4, 600, 5, false, 114},
+    {"h200", 67, 494.5, 989.5, 989.5, 4800, 141, 4, 900, 5, true, 132},
+    {"l40s", 91.6, 183, 362.05, 362.05, 864, 48, 0, 0, 4, false, 142},
 };
 
 TEST(GpuKindsTest, EveryPresetHasItsDataSheetsNumbers) {
@@ -70,6 +72,7 @@ TEST(GpuKindsTest, EveryPresetHasItsDataSheetsNumbers) {
     EXPECT_DOUBLE_EQ(kind->nvlink_bytes_per_second, sheet.nvlink_bidirectional_gb_per_s * 1e9 / 2);
     EXPECT_EQ(kind->pcie_generation, sheet.pcie_generation);
     EXPECT_EQ(kind->nvswitch, sheet.nvswitch);
+    EXPECT_EQ(kind->streaming_multiprocessors, sheet.streaming_multiprocessors);
     EXPECT_DOUBLE_EQ(kind->MatmulFlops(Precision::kFp32), sheet.fp32_tflops * 1e12);
     EXPECT_DOUBLE_EQ(kind->MatmulFlops(Precision::kTf32), sheet.tf32_tflops * 1e12);
     EXPECT_DOUBLE_EQ(kind->MatmulFlops(Precision::kBf16), sheet.bf16_tflops * 1e12);
@@ -180,6 +183,72 @@ TEST(GpuKindsTest, AchievedEfficiencyRunsAGemmAtItsFittedFractionOfThePeak) {
   // Achieved is never faster than the peak model's kernel (its overhead aside).
   const RooflineCostModel peak = RooflineForGpuKinds({}, {});
   EXPECT_GT(fp32.OpSeconds(g, fc, gpu), peak.OpSeconds(g, fc, gpu));
+}
+
+// Under tf32 the fit chose GEMM shapes. BERT-large's FFN GEMM (12288 tokens x 1024 x 4096 in):
+// 96 x 8 = 768 tiles of 128 x 128 over 132 SMs take 6 waves, 768 / 792 = 0.9697 of them busy;
+// an inner 4096 keeps 4096 / (4096 + 280) = 0.9360; 0.9077 in all.
+TEST(GpuKindsTest, UnderTf32AGemmLosesWhatItsTilesWavesAndInnerDimensionCost) {
+  EXPECT_NEAR(GemmShapeEfficiency({.m = 12288, .n = 1024, .k = 4096}, 132, 280), 0.9077, 1e-4);
+  // 8 tiles on 132 SMs: one part-empty wave, 8 / 132.
+  EXPECT_NEAR(GemmShapeEfficiency({.m = 32, .n = 1024, .k = 1024}, 132, 0), 8.0 / 132, 1e-12);
+
+  Graph g;
+  ModelBuilder b(g);
+  b.Linear("fc", b.Input("x", {12288, 4096}), 1024, 0.1, /*bias=*/false);
+  const OpId fc = *g.FindOp("fc");
+  const std::vector<sim::Gemm> gemms = GemmsOf(g, g.op(fc));
+  ASSERT_EQ(gemms.size(), 1u);
+  EXPECT_EQ(gemms[0].m, 12288);
+  EXPECT_EQ(gemms[0].n, 1024);
+  EXPECT_EQ(gemms[0].k, 4096);
+  // FLOP 2 x 12288 x 1024 x 4096 = 103.08 G at 494.5e12 x 0.8507 x 0.9077 = 381.8 TFLOP/s:
+  // 269.97 us, compute-bound (x 192 MiB, the weight 16 MiB and the output 48 MiB, fp32, at
+  // 0.8715 x 4.8 TB/s: 64.2 us), plus 5.04 us: 275.01 us.
+  const RooflineCostModel tf32 = RooflineForGpuKinds(
+      {}, {.precision = Precision::kTf32, .efficiency = GpuEfficiency::kAchieved});
+  const double flops = 2.0 * 12288 * 1024 * 4096;
+  const double rate = 494.5e12 * 0.8507 * (768.0 / 792) * (4096.0 / (4096 + 280));
+  EXPECT_DOUBLE_EQ(tf32.OpSeconds(g, fc, Cuda(0)), flops / rate + 5.04e-6);
+  EXPECT_NEAR(tf32.OpSeconds(g, fc, Cuda(0)), 275.01e-6, 0.01e-6);
+  // On an A100 (108 SMs) the same GEMM's 768 tiles take 8 waves: 768 / 864 of them busy.
+  const RooflineCostModel a100 = RooflineForGpuKinds(
+      {}, {.default_kind = "a100-80gb-sxm", .precision = Precision::kTf32,
+           .efficiency = GpuEfficiency::kAchieved});
+  const double a100_rate = 156e12 * 0.8507 * (768.0 / 864) * (4096.0 / (4096 + 280));
+  EXPECT_DOUBLE_EQ(a100.OpSeconds(g, fc, Cuda(0)), flops / a100_rate + 5.04e-6);
+}
+
+// A backward op runs the forward GEMM's two gradients; a convolution is its implicit GEMM.
+TEST(GpuKindsTest, BackwardOpsAndConvolutionsHaveTheirGemms) {
+  Graph g;
+  ModelBuilder b(g);
+  TensorId x = b.Input("x", {8, 3, 32, 32});
+  TensorId labels = b.Input("labels", {8}, graph::DType::kInt64, graph::TensorKind::kLabel);
+  TensorId conv = b.Relu("relu", b.Conv2d("conv", x, 16, 3, 0.1));  // 30 x 30 out, no padding
+  TensorId flat = b.Reshape("flat", conv, {8, 16 * 30 * 30});
+  b.SoftmaxCrossEntropy("loss", b.Linear("fc", flat, 10, 0.1), labels);
+  graph::AppendBackwardAndUpdate(g, 0.1);
+  const std::vector<sim::Gemm> forward = GemmsOf(g, g.op(*g.FindOp("conv")));
+  ASSERT_EQ(forward.size(), 1u);
+  EXPECT_EQ(forward[0].m, 8 * 30 * 30);
+  EXPECT_EQ(forward[0].n, 16);
+  EXPECT_EQ(forward[0].k, 3 * 3 * 3);
+  for (const graph::Op& op : g.ops()) {
+    if (op.phase != graph::Phase::kBackward || op.forward_op == graph::kNoOp) continue;
+    if (g.op(op.forward_op).name != "fc") continue;
+    const std::vector<sim::Gemm> backward = GemmsOf(g, op);
+    ASSERT_EQ(backward.size(), 2u);
+    // fc: m 8, n 10, k 14400. The input's gradient 8 x 14400 (inner 10), the weight's 10 x 14400
+    // (inner 8).
+    EXPECT_EQ(backward[0].m, 8);
+    EXPECT_EQ(backward[0].n, 14400);
+    EXPECT_EQ(backward[0].k, 10);
+    EXPECT_EQ(backward[1].m, 10);
+    EXPECT_EQ(backward[1].n, 14400);
+    EXPECT_EQ(backward[1].k, 8);
+  }
+  EXPECT_TRUE(GemmsOf(g, g.op(*g.FindOp("relu"))).empty());
 }
 
 TEST(GpuKindsTest, AchievedFractionsAreFractionsAndTheNamesRoundTrip) {

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "graph/ops.h"
+#include "runtime/sim/gemms.h"
 #include "graph/placement.h"
 
 namespace placer::sim {
@@ -48,12 +49,15 @@ void CheckSpec(const std::string& device_name, const DeviceSpec& spec) {
     auto seconds = [](double x) { return x >= 0 && std::isfinite(x); };
     if (!fraction(a->matmul_fraction) || !fraction(a->bandwidth_fraction) ||
         !seconds(a->matmul_fixed_seconds) || !seconds(a->memory_fixed_seconds) ||
-        !seconds(a->issue_seconds)) {
+        !seconds(a->issue_seconds) || a->streaming_multiprocessors < 0 ||
+        !seconds(a->inner_fill_steps)) {
       throw std::invalid_argument(fmt::format(
           "device spec of '{}': achieved fractions must be in (0, 1] and its seconds "
-          "non-negative and finite (got fractions {}, {}; seconds {}, {}, {})",
+          "and SMs and inner fill steps non-negative and finite (got fractions {}, {}; seconds "
+          "{}, {}, {}; SMs {}, inner fill {})",
           device_name, a->matmul_fraction, a->bandwidth_fraction, a->matmul_fixed_seconds,
-          a->memory_fixed_seconds, a->issue_seconds));
+          a->memory_fixed_seconds, a->issue_seconds, a->streaming_multiprocessors,
+          a->inner_fill_steps));
     }
   }
 }
@@ -193,6 +197,31 @@ bool RunsOnTensorCores(const graph::Graph& graph, const graph::Op& op) {
   return false;
 }
 
+namespace {
+
+// Seconds of a matmul-class op's arithmetic at `flops_per_second` (the fraction applied), its
+// FLOPs shared among its GEMMs as their 2 x batch x m x n x k, each at its shape's efficiency.
+double ShapedComputeSeconds(const graph::Graph& graph, const graph::Op& op, double flops,
+                            double flops_per_second, const AchievedEfficiency& achieved) {
+  const std::vector<Gemm> gemms = GemmsOf(graph, op);
+  double total = 0;
+  for (const Gemm& g : gemms) total += g.batch * g.m * g.n * g.k;
+  if (achieved.streaming_multiprocessors <= 0 || gemms.empty() || !(total > 0)) {
+    return flops / flops_per_second;
+  }
+  double seconds = 0;
+  for (const Gemm& g : gemms) {
+    const double share = g.batch * g.m * g.n * g.k / total;
+    if (!(share > 0)) continue;  // an empty GEMM (a zero-sized axis) does no work
+    seconds += flops * share /
+               (flops_per_second * GemmShapeEfficiency(g, achieved.streaming_multiprocessors,
+                                                       achieved.inner_fill_steps));
+  }
+  return seconds;
+}
+
+}  // namespace
+
 double RooflineCostModel::OpSeconds(const graph::Graph& graph, graph::OpId op,
                                     const Device& device) const {
   const graph::Op& node = graph.op(op);
@@ -222,7 +251,10 @@ double RooflineCostModel::OpSeconds(const graph::Graph& graph, graph::OpId op,
     const double memory = bytes / (spec.memory_bandwidth * achieved.bandwidth_fraction);
     const double kernel =
         tensor_cores
-            ? std::max(flops / (spec.matmul_flops * achieved.matmul_fraction), memory) +
+            ? std::max(ShapedComputeSeconds(graph, node, flops,
+                                            spec.matmul_flops * achieved.matmul_fraction,
+                                            achieved),
+                       memory) +
                   achieved.matmul_fixed_seconds
             : std::max(flops / spec.peak_flops, memory) + achieved.memory_fixed_seconds;
     return std::max(achieved.issue_seconds, kernel);

@@ -75,9 +75,15 @@ struct ContentionSpec {
 // (bandwidth x bandwidth_fraction)) + matmul_fixed_seconds; any other op max(FLOP / peak_flops,
 // bytes / (bandwidth x bandwidth_fraction)) + memory_fixed_seconds; and no op less than
 // issue_seconds, the host's time to issue one (below it the GPU waits for the host).
+//
+// With streaming_multiprocessors > 0 a matmul-class op's FLOP rate also takes what its GEMMs lose
+// to their shape (GemmShapeEfficiency, gemms.h): 128 x 128 output tiles over that many SMs in whole waves,
+// and an inner dimension k worth k / (k + inner_fill_steps).
 struct AchievedEfficiency {
   double matmul_fraction = 1;
-  double matmul_fixed_seconds = 0;  // a matmul-class kernel's fill, tail wave and drain
+  double matmul_fixed_seconds = 0;  // a matmul-class kernel's launch, fill and drain
+  int streaming_multiprocessors = 0;
+  double inner_fill_steps = 0;
   double bandwidth_fraction = 1;
   double memory_fixed_seconds = 0;
   double issue_seconds = 0;

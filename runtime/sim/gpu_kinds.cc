@@ -19,6 +19,10 @@ constexpr int64_t kGigabyte = 1000 * 1000 * 1000;
 constexpr double kPlacetoOpOverheadSeconds = 5.7e-6;
 constexpr double kPlacetoTransferLatencySeconds = 25e-6;
 
+// SM counts: the NVIDIA A100 Tensor Core GPU Architecture white paper (A100: 108 SMs), the NVIDIA
+// H100 Tensor Core GPU Architecture white paper (H100 SXM5: 132; H100 PCIe: 114; the H200 is the
+// H100 SXM's GH100 with 141 GB, 132), the NVIDIA Ada GPU Architecture white paper (L40S's AD102
+// configuration: 142).
 // Where a data sheet gives tensor-core figures "with sparsity" only, the dense figure is half of
 // it, as its footnote says; that halving is written out below.
 const std::array kGpuKinds = {
@@ -35,7 +39,8 @@ const std::array kGpuKinds = {
             .nvlink_generation = 3,
             .nvlink_bytes_per_second = 600 * kGiga / 2,
             .pcie_generation = 4,
-            .nvswitch = true},
+            .nvswitch = true,
+            .streaming_multiprocessors = 108},
     // The same data sheet, A100 80GB SXM: the 40GB's compute; 80GB HBM2e at 2,039GB/s.
     GpuKind{.name = "a100-80gb-sxm",
             .fp32_flops = 19.5 * kTera,
@@ -47,7 +52,8 @@ const std::array kGpuKinds = {
             .nvlink_generation = 3,
             .nvlink_bytes_per_second = 600 * kGiga / 2,
             .pcie_generation = 4,
-            .nvswitch = true},
+            .nvswitch = true,
+            .streaming_multiprocessors = 108},
     // The same data sheet, A100 80GB PCIe: the SXM's peak compute; 80GB HBM2e at 1,935GB/s;
     // "NVIDIA NVLink Bridge for 2 GPUs: 600GB/s", PCIe Gen4 64GB/s; no NVSwitch.
     GpuKind{.name = "a100-80gb-pcie",
@@ -60,7 +66,8 @@ const std::array kGpuKinds = {
             .nvlink_generation = 3,
             .nvlink_bytes_per_second = 600 * kGiga / 2,
             .pcie_generation = 4,
-            .nvswitch = false},
+            .nvswitch = false,
+            .streaming_multiprocessors = 108},
     // NVIDIA H100 Tensor Core GPU data sheet, H100 SXM: FP32 67 TFLOPS; TF32 989, BF16 1,979,
     // FP16 1,979 TFLOPS with sparsity (halved here); 80GB at 3.35TB/s; NVLink 900GB/s (4th
     // generation); PCIe Gen5 128GB/s; HGX H100 boards have NVSwitch.
@@ -74,7 +81,8 @@ const std::array kGpuKinds = {
             .nvlink_generation = 4,
             .nvlink_bytes_per_second = 900 * kGiga / 2,
             .pcie_generation = 5,
-            .nvswitch = true},
+            .nvswitch = true,
+            .streaming_multiprocessors = 132},
     // The same data sheet, H100 PCIe: FP32 51 TFLOPS; TF32 756, BF16 1,513, FP16 1,513 TFLOPS
     // with sparsity (halved here); 80GB at 2TB/s; NVLink (bridge) 600GB/s; PCIe Gen5 128GB/s.
     GpuKind{.name = "h100-pcie",
@@ -87,7 +95,8 @@ const std::array kGpuKinds = {
             .nvlink_generation = 4,
             .nvlink_bytes_per_second = 600 * kGiga / 2,
             .pcie_generation = 5,
-            .nvswitch = false},
+            .nvswitch = false,
+            .streaming_multiprocessors = 114},
     // NVIDIA H200 Tensor Core GPU data sheet, H200 SXM: the H100 SXM's compute (FP32 67 TFLOPS;
     // TF32 989, BF16 1,979, FP16 1,979 TFLOPS with sparsity, halved here); 141GB HBM3e at
     // 4.8TB/s; NVLink 900GB/s; PCIe Gen5 128GB/s; HGX H200 boards have NVSwitch.
@@ -101,7 +110,8 @@ const std::array kGpuKinds = {
             .nvlink_generation = 4,
             .nvlink_bytes_per_second = 900 * kGiga / 2,
             .pcie_generation = 5,
-            .nvswitch = true},
+            .nvswitch = true,
+            .streaming_multiprocessors = 132},
     // NVIDIA L40S GPU data sheet: FP32 91.6 TFLOPS; TF32 183, BF16 362.05, FP16 362.05 TFLOPS
     // dense (366, 733 and 733 with sparsity); 48GB GDDR6 at 864GB/s; PCIe Gen4 x16; no NVLink.
     GpuKind{.name = "l40s",
@@ -114,7 +124,8 @@ const std::array kGpuKinds = {
             .nvlink_generation = 0,
             .nvlink_bytes_per_second = 0,
             .pcie_generation = 4,
-            .nvswitch = false},
+            .nvswitch = false,
+            .streaming_multiprocessors = 142},
 };
 
 constexpr std::array<std::pair<Precision, std::string_view>, 4> kPrecisionNames = {{
@@ -134,8 +145,11 @@ constexpr std::array<std::pair<GpuEfficiency, std::string_view>, 2> kGpuEfficien
 // "Achieved GPU efficiency"). The memory fraction and fixed time: a line through the add, relu
 // and copy rows above the issue floor (median error 1.0%). The issue time: a one-element add
 // issued back to back, the host's rate. The matmul fraction and fixed time: the best of a grid
-// over 18 GEMM and 9 convolution rows of each precision. fp16 was not measured; its tensor-core
+// over 18 GEMM and 9 convolution rows of each precision, without GEMM shapes ("flat") and with
+// them ("shaped": tiles, waves, the inner dimension's fill), each precision taking the one of the
+// lower error: shaped for tf32, flat for fp32 and bf16. fp16 was not measured; its tensor-core
 // peak and kernels are bf16's, so it takes bf16's constants.
+constexpr int kH200StreamingMultiprocessors = 132;
 constexpr double kIssueSeconds = 7.12e-6;
 constexpr double kBandwidthFraction = 0.8715;
 constexpr double kMemoryFixedSeconds = 3.17e-6;
@@ -165,8 +179,10 @@ AchievedEfficiency AchievedEfficiencyAt(Precision precision) {
       achieved.matmul_fixed_seconds = 15.6e-6;
       break;
     case Precision::kTf32:
-      achieved.matmul_fraction = 0.702;
-      achieved.matmul_fixed_seconds = 12.4e-6;
+      achieved.matmul_fraction = 0.8507;
+      achieved.matmul_fixed_seconds = 5.04e-6;
+      achieved.streaming_multiprocessors = kH200StreamingMultiprocessors;
+      achieved.inner_fill_steps = 280;
       break;
     case Precision::kBf16:
     case Precision::kFp16:
@@ -239,7 +255,12 @@ DeviceSpec GpuDeviceSpec(const GpuKind& kind, Precision precision, GpuEfficiency
                   .op_overhead_seconds = kPlacetoOpOverheadSeconds,
                   .matmul_flops = kind.MatmulFlops(precision),
                   .matmul_activation_byte_scale = half_width ? 0.5 : 1.0};
-  if (efficiency == GpuEfficiency::kAchieved) spec.achieved = AchievedEfficiencyAt(precision);
+  if (efficiency == GpuEfficiency::kAchieved) {
+    spec.achieved = AchievedEfficiencyAt(precision);
+    if (spec.achieved->streaming_multiprocessors > 0) {
+      spec.achieved->streaming_multiprocessors = kind.streaming_multiprocessors;
+    }
+  }
   return spec;
 }
 

@@ -44,7 +44,9 @@ std::vector<std::string_view> GpuEfficiencyNames();
 
 // What a GPU's kernels reach at `precision`: fitted by bench/fit_gpu_efficiency.py to the kernel
 // table an H200 measured (bench/measured/h200_2026-12-04/gpu_kernels.csv) and taken as fractions
-// of every kind's peaks, so for the other kinds they are an assumption, not a measurement.
+// of every kind's peaks, so for the other kinds they are an assumption, not a measurement. Where
+// the fit chose GEMM shapes (tf32), streaming_multiprocessors is the H200's 132; GpuDeviceSpec
+// puts the kind's own there.
 AchievedEfficiency AchievedEfficiencyAt(Precision precision);
 
 // One GPU model, as its data sheet gives it.
@@ -66,6 +68,8 @@ struct GpuKind {
   // true: the kind's 8-GPU baseboard (HGX) joins every GPU pair through NVSwitch at the full
   // NVLink bandwidth; false: NVLink, where the card has it, is a bridge between two cards.
   bool nvswitch = false;
+  // Streaming multiprocessors: the waves a GEMM's tiles fill (the architecture white papers).
+  int streaming_multiprocessors = 0;
 
   // The FLOP/s of a matmul- or convolution-class op at `precision`.
   double MatmulFlops(Precision precision) const;
