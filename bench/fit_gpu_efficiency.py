@@ -14,8 +14,9 @@ and no op shorter than the host's issue time (a one-element add issued back to b
 what a GEMM of m x n (inner k) loses to its tiles and waves and to a short inner dimension, as
 NVIDIA's GEMM performance guide and Habitat (ATC'21) describe it: its 128 x 128 output tiles
 fill ceil(tiles / SMs) waves over the GPU's SMs (132 on an H100 SXM or H200), so the last wave
-may run part-empty (wave = tiles / (waves x SMs)); and each tile's pipeline fills and drains
-over k, worth k0 of inner steps (k / (k + k0)). A convolution is its implicit GEMM (m = batch x
+may run part-empty (wave = tiles / (waves x SMs)); a GEMM of fewer tiles than SMs splits its k
+into slices of at least 256 to occupy more of them (split-K, as cuBLAS and CUTLASS do); and each
+tile's pipeline fills and drains over its k, worth k0 of inner steps (k / (k + k0)). A convolution is its implicit GEMM (m = batch x
 output pixels, n = output channels, k = input channels x kernel area). "flat" is shape = 1
 (the first model, commit 3ab0ab1). Both are fitted for each precision, and the one of the
 lower error marked.
@@ -43,13 +44,18 @@ DEFAULT = os.path.join(ROOT, "bench", "measured", "h200_2026-12-04", "gpu_kernel
 
 
 TILE = 128
+SPLIT_K_MIN = 256
 
 
 def shape_efficiency(m, n, k, k0, sms):
-    """What a GEMM of m x n (inner k) keeps of the peak: its last wave's fill, k / (k + k0)."""
+    """What a GEMM of m x n (inner k) keeps of the peak: with fewer tiles than SMs its k is split
+    into slices of at least SPLIT_K_MIN (split-K) to occupy them; then its last wave's fill and each
+    slice's k / (k + k0)."""
     tiles = math.ceil(m / TILE) * math.ceil(n / TILE)
-    waves = math.ceil(tiles / sms)
-    return tiles / (waves * sms) * k / (k + k0)
+    slices = max(1, min(sms // tiles, k // SPLIT_K_MIN))
+    waves = math.ceil(tiles * slices / sms)
+    depth = k / slices
+    return tiles * slices / (waves * sms) * depth / (depth + k0)
 
 
 def gemm_work(shape, width):

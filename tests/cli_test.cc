@@ -294,12 +294,12 @@ TEST(CliTest, PredictGivesTheSimulatorsStepOnAnyGpuKindWithoutMeasuring) {
   // Achieved efficiency reaches the simulator (another step: on this small model not a slower
   // one, since the peak model adds compute, memory and 5.7 us per op where achieved takes the
   // larger of the first two), and says so instead of "uncalibrated".
-  Result achieved = RunPlacer(
-      "predict --config " +
-      PredictConfig("predict_achieved.yaml", "simulated",
-                    "{gpu_link: nvlink, gpu_kind: h100-sxm, precision: bf16, "
-                    "gpu_efficiency: achieved}") +
-      " --data-parallel");
+  Result achieved =
+      RunPlacer("predict --config " +
+                PredictConfig("predict_achieved.yaml", "simulated",
+                              "{gpu_link: nvlink, gpu_kind: h100-sxm, precision: bf16, "
+                              "gpu_efficiency: achieved}") +
+                " --data-parallel");
   ASSERT_EQ(achieved.exit_code, 0) << achieved.output;
   EXPECT_NE(Milliseconds(achieved.output, "predicted step time: ([0-9.]+) ms"), ms);
   EXPECT_THAT(achieved.output, AllOf(HasSubstr("fractions of their peaks that an H200's kernels"),

@@ -338,9 +338,9 @@ SearchConfig ReadSearch(const Value& value) {
 }
 
 SimulationConfig ReadSimulation(const Value& value) {
-  Mapping mapping(value, {"profile", "gpu_link", "gpu_kind", "precision", "gpu_efficiency",
-                          "gpus_per_host", "host_link_gbps", "host_link_latency_us",
-                          "process_hosts"});
+  Mapping mapping(
+      value, {"profile", "gpu_link", "gpu_kind", "precision", "gpu_efficiency", "gpus_per_host",
+              "host_link_gbps", "host_link_latency_us", "process_hosts"});
   SimulationConfig simulation;
   if (const Value* profile = mapping.Find("profile")) simulation.profile = ToString(*profile);
   ReadChoice(mapping, "gpu_link", "link", kGpuLinkNames, &simulation.gpu_link);

@@ -171,9 +171,10 @@ std::vector<std::string> CostModelNotes(const config::Config& config, const sim:
   });
   if (profile == nullptr && gpus_only &&
       config.simulation.gpu_efficiency == sim::GpuEfficiency::kAchieved) {
-    return {"GPU ops at the fractions of their peaks that an H200's kernels reached "
-            "(simulation.gpu_efficiency: achieved; other kinds assume the same fractions), "
-            "not what these devices were measured at"};
+    return {
+        "GPU ops at the fractions of their peaks that an H200's kernels reached "
+        "(simulation.gpu_efficiency: achieved; other kinds assume the same fractions), "
+        "not what these devices were measured at"};
   }
   if (profile == nullptr) {
     // The figures are fidelity_bench's roofline variant (bench/RESULTS.md, issue 21).

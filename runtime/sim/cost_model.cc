@@ -12,8 +12,8 @@
 #include <sstream>
 
 #include "graph/ops.h"
-#include "runtime/sim/gemms.h"
 #include "graph/placement.h"
+#include "runtime/sim/gemms.h"
 
 namespace placer::sim {
 
@@ -252,8 +252,7 @@ double RooflineCostModel::OpSeconds(const graph::Graph& graph, graph::OpId op,
     const double kernel =
         tensor_cores
             ? std::max(ShapedComputeSeconds(graph, node, flops,
-                                            spec.matmul_flops * achieved.matmul_fraction,
-                                            achieved),
+                                            spec.matmul_flops * achieved.matmul_fraction, achieved),
                        memory) +
                   achieved.matmul_fixed_seconds
             : std::max(flops / spec.peak_flops, memory) + achieved.memory_fixed_seconds;

@@ -77,8 +77,8 @@ struct ContentionSpec {
 // issue_seconds, the host's time to issue one (below it the GPU waits for the host).
 //
 // With streaming_multiprocessors > 0 a matmul-class op's FLOP rate also takes what its GEMMs lose
-// to their shape (GemmShapeEfficiency, gemms.h): 128 x 128 output tiles over that many SMs in whole waves,
-// and an inner dimension k worth k / (k + inner_fill_steps).
+// to their shape (GemmShapeEfficiency, gemms.h): 128 x 128 output tiles over that many SMs in whole
+// waves, and an inner dimension k worth k / (k + inner_fill_steps).
 struct AchievedEfficiency {
   double matmul_fraction = 1;
   double matmul_fixed_seconds = 0;  // a matmul-class kernel's launch, fill and drain

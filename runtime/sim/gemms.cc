@@ -1,5 +1,6 @@
 #include "runtime/sim/gemms.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "graph/ops.h"
@@ -35,8 +36,8 @@ std::vector<Gemm> GemmsOf(const graph::Graph& graph, const graph::Op& op) {
     const double n = w.size() == 1 ? 1 : d(w.back());
     return {{.batch = numel(out) / (m * n), .m = m, .n = n, .k = d(x.back())}};
   }
-  if ((op.type == t::kConv2d || op.type == t::kConvTranspose2d) && x.size() == 4 &&
-      w.size() == 4 && out.size() == 4 && w[1] > 0) {
+  if ((op.type == t::kConv2d || op.type == t::kConvTranspose2d) && x.size() == 4 && w.size() == 4 &&
+      out.size() == 4 && w[1] > 0) {
     const double kernel_area = d(w[2]) * d(w[3]);
     const double groups = op.type == t::kConv2d ? d(x[1]) / d(w[1]) : d(out[1]) / d(w[1]);
     return {{.batch = groups,
@@ -44,9 +45,10 @@ std::vector<Gemm> GemmsOf(const graph::Graph& graph, const graph::Op& op) {
              .n = d(out[1]) / groups,
              .k = d(x[1]) / groups * kernel_area}};
   }
-  const int gates = op.type == t::kLstmCell ? 4 : op.type == t::kGruCell ? 3
-                                                  : op.type == t::kRnnCell ? 1
-                                                                           : 0;
+  const int gates = op.type == t::kLstmCell  ? 4
+                    : op.type == t::kGruCell ? 3
+                    : op.type == t::kRnnCell ? 1
+                                             : 0;
   if (gates > 0 && x.size() == 2 && w.size() == 2) {  // inputs: x [batch, in], h [batch, hidden]
     return {{.m = d(x[0]), .n = gates * d(w[1]), .k = d(x[1]) + d(w[1])}};
   }
@@ -55,9 +57,13 @@ std::vector<Gemm> GemmsOf(const graph::Graph& graph, const graph::Op& op) {
 
 double GemmShapeEfficiency(const Gemm& gemm, int sms, double inner_fill_steps) {
   constexpr double kTile = 128;
+  constexpr double kMinSliceDepth = 256;
   const double tiles = gemm.batch * std::ceil(gemm.m / kTile) * std::ceil(gemm.n / kTile);
-  const double waves = std::ceil(tiles / sms);
-  return tiles / (waves * sms) * gemm.k / (gemm.k + inner_fill_steps);
+  const double slices =
+      std::max(1.0, std::min(std::floor(sms / tiles), std::floor(gemm.k / kMinSliceDepth)));
+  const double waves = std::ceil(tiles * slices / sms);
+  const double depth = gemm.k / slices;
+  return tiles * slices / (waves * sms) * depth / (depth + inner_fill_steps);
 }
 
 }  // namespace placer::sim

@@ -18,8 +18,11 @@ struct Gemm {
 // hidden, inner: input + hidden); the backward op of one of these two, the input's gradient
 // (m x k, inner n) and the weight's (n x k, inner m). Empty for any other op (an einsum too).
 std::vector<Gemm> GemmsOf(const graph::Graph& graph, const graph::Op& op);
-// What a GEMM keeps of the peak for its shape: its 128 x 128 output tiles in ceil(tiles / sms)
-// waves, the last one maybe part-empty (tiles / (waves x sms)), times k / (k + inner_fill_steps).
+// What a GEMM keeps of the peak for its shape. Its 128 x 128 output tiles, when fewer than the
+// SMs, split k into up to sms / tiles slices of at least 256 (split-K, as cuBLAS and CUTLASS do
+// for skinny products); tiles x slices fill ceil(tiles x slices / sms) waves, the last maybe
+// part-empty; and each slice of depth d keeps d / (d + inner_fill_steps) (its pipeline's fill and
+// drain). The model of NVIDIA's GEMM performance guide and Habitat (ATC'21), simplified.
 double GemmShapeEfficiency(const Gemm& gemm, int sms, double inner_fill_steps);
 
 }  // namespace placer::sim

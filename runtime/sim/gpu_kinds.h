@@ -45,8 +45,8 @@ std::vector<std::string_view> GpuEfficiencyNames();
 // What a GPU's kernels reach at `precision`: fitted by bench/fit_gpu_efficiency.py to the kernel
 // table an H200 measured (bench/measured/h200_2026-12-04/gpu_kernels.csv) and taken as fractions
 // of every kind's peaks, so for the other kinds they are an assumption, not a measurement. Where
-// the fit chose GEMM shapes (tf32), streaming_multiprocessors is the H200's 132; GpuDeviceSpec
-// puts the kind's own there.
+// the fit chose GEMM shapes (tf32, bf16, fp16), streaming_multiprocessors is the H200's 132;
+// GpuDeviceSpec puts the kind's own there.
 AchievedEfficiency AchievedEfficiencyAt(Precision precision);
 
 // One GPU model, as its data sheet gives it.
