@@ -29,7 +29,7 @@ fits before it. The convolutions' input, weight and output bytes count (channels
 workspace).
 
     python3 bench/fit_gpu_efficiency.py [bench/measured/h200_2026-12-04/gpu_kernels.csv]
-        [--peak-tflops fp32=67,tf32=494.5,bf16=989.5] [--bandwidth-gbs 4800] [--sms 132]
+        [--peak-tflops fp32=67,tf32=494.5,bf16=989.5,fp16=989.5] [--bandwidth-gbs 4800] [--sms 132]
 """
 
 import argparse
@@ -97,7 +97,7 @@ def fit_line(rows):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("kernels", nargs="?", default=DEFAULT)
-    parser.add_argument("--peak-tflops", default="fp32=67,tf32=494.5,bf16=989.5",
+    parser.add_argument("--peak-tflops", default="fp32=67,tf32=494.5,bf16=989.5,fp16=989.5",
                         help="the kind's data-sheet peaks (default: the H200's)")
     parser.add_argument("--bandwidth-gbs", type=float, default=4800)
     parser.add_argument("--sms", type=int, default=132, help="streaming multiprocessors")
@@ -132,13 +132,16 @@ def main():
     print("\nprecision  model     fraction  k0    fixed (us)  mean |log|  class   rows  "
           "median |err|  worst")
     for precision, peak in peaks.items():
-        width = 2 if precision == "bf16" else 4
+        width = 2 if precision in ("bf16", "fp16") else 4
         rows = []
         for r in table:
             if r["precision"] != precision or r["kind"] not in ("gemm", "conv2d"):
-                continue
+                continue  # bmm rows (newer tables) are printed, not fitted: the model has no batch
             flops, moved, mnk = (gemm_work if r["kind"] == "gemm" else conv_work)(r["shape"], width)
             rows.append((r["kind"], flops, moved, mnk, float(r["seconds"])))
+        if not rows:
+            print(f"{precision:9s}  (no rows in this table)")
+            continue
 
         def predict(fraction, k0, fixed, flops, moved, mnk, shaped):
             shape = shape_efficiency(*mnk, k0, args.sms) if shaped else 1

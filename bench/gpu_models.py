@@ -5,7 +5,8 @@ prices (matrix multiplies by shape, convolutions, memory-bound ops, launch overh
 
 Two CSV files under --out:
   gpu_models.csv   model, precision, batch, median step (ms), spread (min-max), throughput
-  gpu_kernels.csv  kind, shape, precision, median seconds, achieved TFLOP/s or GB/s
+  gpu_kernels.csv  kind, shape, precision, median seconds, achieved TFLOP/s or GB/s (GEMMs,
+                   attention's batched products and convolutions at fp32, tf32, bf16 and fp16)
 
 Steps: forward, loss, backward and a plain SGD update (placer's step), cudnn.benchmark on, the
 median of --steps timed steps after --warmup, each step synchronised. Precisions: fp32 (TF32
@@ -188,6 +189,14 @@ def gemm_shapes(quick):
     return squares + transformer + skinny
 
 
+def attention_shapes(quick):
+    # (batch x heads, queries, keys or head size, inner): BERT-base (32 x 12 heads, sequence 128,
+    # head 64) and BERT-large (32 x 16 heads, sequence 384, head 64), scores then context.
+    if quick:
+        return [(4, 16, 16, 8)]
+    return [(384, 128, 128, 64), (384, 128, 64, 128), (512, 384, 384, 64), (512, 384, 64, 384)]
+
+
 def conv_shapes(quick):
     # (batch, in channels, out channels, spatial, kernel, stride): ResNet-50's kinds of layers
     # at batch 256 (a stem, 3x3 and 1x1 convolutions of its four stages).
@@ -207,9 +216,18 @@ def measure_kernels(args, device, writer):
               f"{rate:9.2f} {unit}", flush=True)
         writer.writerow([kind, shape, precision, f"{seconds:.9f}", f"{rate:.3f}", unit])
 
-    for precision in ("fp32", "tf32", "bf16"):
+    for precision in ("fp32", "tf32", "bf16", "fp16"):
         set_tf32(precision == "tf32")
-        dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
+        for batch, m, n, k in attention_shapes(args.quick):
+            # Batched products, as attention's scores (queries x keys, inner: head size) and
+            # context (queries x head size, inner: keys) for every sequence and head.
+            a = torch.randn(batch, m, k, device=device, dtype=dtype)
+            b = torch.randn(batch, k, n, device=device, dtype=dtype)
+            flops = 2.0 * batch * m * n * k
+            inner = max(1, min(200, int(2e11 / flops)))
+            seconds = time_kernel(lambda: torch.bmm(a, b), device, inner, repeats)
+            row("bmm", f"{batch}x{m}x{n}x{k}", precision, seconds, flops, "TFLOP/s")
         for m, n, k in gemm_shapes(args.quick):
             a = torch.randn(m, k, device=device, dtype=dtype)
             b = torch.randn(k, n, device=device, dtype=dtype)
