@@ -19,11 +19,7 @@ std::vector<Gemm> GemmsOf(const graph::Graph& graph, const graph::Op& op) {
   }
   if (op.phase != graph::Phase::kForward || op.inputs.size() < 2 || op.outputs.empty()) return {};
   auto shape = [&](graph::TensorId id) -> const graph::Shape& { return graph.tensor(id).shape; };
-  auto numel = [](const graph::Shape& s) {
-    double n = 1;
-    for (int64_t d : s) n *= static_cast<double>(d);
-    return n;
-  };
+  auto numel = [](const graph::Shape& s) { return static_cast<double>(graph::NumElements(s)); };
   const graph::Shape& x = shape(op.inputs[0]);
   const graph::Shape& w = shape(op.inputs[1]);
   const graph::Shape& out = shape(op.outputs[0]);
