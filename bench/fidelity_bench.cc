@@ -39,36 +39,11 @@
 #include "runtime/measured_evaluator.h"
 #include "runtime/profiler.h"
 #include "runtime/sim/simulated_evaluator.h"
+#include "runtime/statistics.h"
 
 namespace {
 
 using namespace placer;
-
-std::vector<double> Ranks(const std::vector<double>& values) {
-  std::vector<size_t> order(values.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return values[a] < values[b]; });
-  std::vector<double> ranks(values.size());
-  for (size_t i = 0; i < order.size();) {  // ties share their mean rank
-    size_t j = i;
-    while (j + 1 < order.size() && values[order[j + 1]] == values[order[i]]) ++j;
-    for (size_t k = i; k <= j; ++k) ranks[order[k]] = 0.5 * static_cast<double>(i + j);
-    i = j + 1;
-  }
-  return ranks;
-}
-
-double Spearman(const std::vector<double>& a, const std::vector<double>& b) {
-  std::vector<double> ra = Ranks(a), rb = Ranks(b);
-  double mean = 0.5 * static_cast<double>(a.size() - 1);
-  double cov = 0, va = 0, vb = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    cov += (ra[i] - mean) * (rb[i] - mean);
-    va += (ra[i] - mean) * (ra[i] - mean);
-    vb += (rb[i] - mean) * (rb[i] - mean);
-  }
-  return cov / std::sqrt(va * vb);
-}
 
 // Seconds a result says `device` was busy.
 double BusyOn(const graph::EvaluationResult& r, const std::string& device) {
@@ -163,7 +138,7 @@ void Report(const std::string& label, const std::vector<graph::EvaluationResult>
       "with itself, even vs odd rounds: {:.3f})  measured {:.1f}..{:.1f} ms  copies "
       "simulated/measured {:.2f}\n",
       label, 100 * errors[errors.size() / 2], 100 * errors[errors.size() * 9 / 10],
-      Spearman(sim_times, measured_all), Spearman(measured_even, measured_odd),
+      runtime::Spearman(sim_times, measured_all), runtime::Spearman(measured_even, measured_odd),
       1e3 * *std::min_element(measured_all.begin(), measured_all.end()),
       1e3 * *std::max_element(measured_all.begin(), measured_all.end()),
       copy_ratios.empty() ? 0.0 : bench::Median(copy_ratios));

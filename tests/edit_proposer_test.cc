@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 #include <torch/serialize.h>
 
-#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -18,6 +17,7 @@
 #include "placer/setup/pretraining.h"
 #include "placer/setup/simulated_problem.h"
 #include "runtime/sim/cost_model.h"
+#include "runtime/statistics.h"
 #include "tests/temp_dir.h"
 
 namespace placer {
@@ -281,30 +281,6 @@ TEST(PretrainingTest, OneNetworkRefinesAGraphAndADeviceCountItWasNotTrainedOn) {
   EXPECT_LT(outcome.best_seconds, 0.7 * start) << log.str();
 }
 
-// Ranks of `values` (0 for the smallest; ties in order of appearance).
-std::vector<double> Ranks(const std::vector<double>& values) {
-  std::vector<size_t> order(values.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t x, size_t y) { return values[x] < values[y]; });
-  std::vector<double> ranks(values.size());
-  for (size_t r = 0; r < order.size(); ++r) ranks[order[r]] = static_cast<double>(r);
-  return ranks;
-}
-
-double Correlation(const std::vector<double>& x, const std::vector<double>& y) {
-  const double n = static_cast<double>(x.size());
-  double mx = 0, my = 0;
-  for (size_t i = 0; i < x.size(); ++i) mx += x[i] / n, my += y[i] / n;
-  double sxy = 0, sxx = 0, syy = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    sxy += (x[i] - mx) * (y[i] - my);
-    sxx += (x[i] - mx) * (x[i] - mx);
-    syy += (y[i] - my) * (y[i] - my);
-  }
-  return sxy / std::sqrt(sxx * syy);
-}
-
 // configs/edit_model.pt is what `placer pretrain` makes with its defaults. On one host the
 // command is deterministic (two runs: the same scorer, to float rounding). Across hosts it is not
 // bit for bit: its small network trains through MKL, whose kernels differ by CPU (the file, made on
@@ -329,7 +305,7 @@ TEST(PretrainingTest, TheShippedEditModelIsWhatThePretrainCommandMakes) {
   const std::vector<double> a = shipped->Predict(rows), b = fresh->Predict(rows),
                             c = repeated->Predict(rows);
   for (size_t i = 0; i < rows.size(); ++i) EXPECT_NEAR(b[i], c[i], 1e-6) << "row " << i;
-  EXPECT_GE(Correlation(Ranks(a), Ranks(b)), 0.8);
+  EXPECT_GE(runtime::Spearman(a, b), 0.8);
 }
 
 }  // namespace
