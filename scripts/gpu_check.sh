@@ -26,7 +26,8 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT_DIR="${OUT:-$ROOT/build-gpu-out}"  # $OUT exists on the device machine only
 BUDGET="${PLACER_GPU_BUDGET_S:-560}"
-STAGES=",${PLACER_GPU_STAGES:-preflight,models,unpack,configure,build_tests,cuda_tests,build_placer,benchmarks,fidelity},"
+ALL_STAGES=preflight,models,unpack,configure,build_tests,cuda_tests,build_placer,benchmarks,fidelity
+STAGES=",${PLACER_GPU_STAGES:-$ALL_STAGES},"
 PREFIX="${PLACER_GPU_PREFIX:-/tmp/placer-prefix}"
 DEBS="${PLACER_GPU_DEBS_DIR:-$ROOT/.gpu-debs}"
 BUILD="${PLACER_GPU_BUILD_DIR:-$ROOT/build-gpu}"
@@ -333,7 +334,7 @@ main() {
   stage benchmarks 240 build_placer benchmarks
   stage fidelity 120 build_placer fidelity
   local verdict=OK name
-  for name in preflight models unpack configure build_tests cuda_tests build_placer benchmarks fidelity; do
+  for name in ${ALL_STAGES//,/ }; do
     case "${RESULT[$name]:-OFF}" in
       PASS | OFF) ;;
       SKIP) [[ "$verdict" == OK ]] && verdict=INCOMPLETE ;;
