@@ -10,6 +10,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "placer/budget_split.h"
 #include "placer/edit_model.h"
 #include "placer/run_directory.h"
 
@@ -41,7 +42,8 @@ class Loop {
         evaluator_(*problem.evaluator),
         learner_(problem.features, evaluator_.space(), options.policy, options.learner,
                  options.seed),
-        refiner_(evaluator_.space(), problem.features, options.refiner, options.seed) {
+        refiner_(evaluator_.space(), problem.features, options.refiner, options.seed),
+        earned_split_(options.earned_split, options.seed) {
     if (options.edit_proposal == EditProposal::kUniform) return;
     if (options.edit_proposal == EditProposal::kEstimate) {
       scorer_ = std::make_unique<EstimateScorer>();
@@ -61,9 +63,13 @@ class Loop {
   }
   bool OutOfEvaluations() const { return evaluations_ >= o_.max_evaluations; }
   // The policy's share of the wall time ends here; the rest is the final refinement's.
+  // (The earned split has no final refinement of its own.)
   double PolicyDeadline() const {
-    return o_.use_refinement ? (1 - o_.final_refine_share) * o_.max_wall_seconds
-                             : o_.max_wall_seconds;
+    return o_.use_refinement && !Earned() ? (1 - o_.final_refine_share) * o_.max_wall_seconds
+                                          : o_.max_wall_seconds;
+  }
+  bool Earned() const {
+    return o_.budget_split == BudgetSplit::kEarned && o_.use_policy && o_.use_refinement;
   }
   bool StopRequested() const { return o_.stop_requested != nullptr && o_.stop_requested->load(); }
   double RewardFor(const Verdict& v) const {
@@ -82,6 +88,9 @@ class Loop {
   void ImitateElite(const ImitationOptions& options, double deadline);
   void WarmStart();
   void PolicyStep();
+  // With the earned split: the next episode's kind, when the budgets leave a choice.
+  EpisodeKind NextEpisode() const;
+  void RunEpisodes();
   void Refine(const Candidate& start, int rounds, double deadline);
   Judgement JudgementOf(const Verdict& verdict) const;
   // The verdict of a candidate judged before, with its device times.
@@ -111,6 +120,7 @@ class Loop {
   std::vector<CurvePoint> curve_;
   // The best the policy sampled since the last refinement slice: that slice's start.
   std::optional<RankedCandidate> recent_;
+  EarnedSplit earned_split_;
 };
 
 std::vector<Verdict> Loop::Judge(const std::vector<Candidate>& batch, const std::string& phase,
@@ -181,8 +191,10 @@ void Loop::ImitateElite(const ImitationOptions& options, double deadline) {
     targets.push_back(e.candidate);
     weights.push_back(std::exp(-(e.seconds / elite_.front().seconds - 1) / 0.05));
   }
+  // (Within the earned split's episodes a stop waits for the episode's end, as in Refine.)
+  const bool stoppable = !Earned() || !warm_started_;
   learner_.Imitate(targets, weights, Incumbent(), options,
-                   [&] { return Elapsed() >= deadline || StopRequested(); });
+                   [&] { return Elapsed() >= deadline || (stoppable && StopRequested()); });
   learner_.ResetOptimizer();  // the imitation's moments must not push the next PPO steps
 }
 
@@ -230,6 +242,39 @@ void Loop::PolicyStep() {
   }
 }
 
+EpisodeKind Loop::NextEpisode() const {
+  if (step_ >= o_.policy_steps) return EpisodeKind::kRefinement;
+  // Refinement's episodes count against final_refine_rounds, and need a valid start.
+  if (final_rounds_ >= o_.final_refine_rounds || elite_.empty()) return EpisodeKind::kPolicy;
+  return earned_split_.Next();
+}
+
+void Loop::RunEpisodes() {
+  while ((step_ < o_.policy_steps || final_rounds_ < o_.final_refine_rounds) &&
+         !OutOfEvaluations() && Elapsed() < o_.max_wall_seconds) {
+    const EpisodeKind kind = NextEpisode();
+    if (kind == EpisodeKind::kRefinement && elite_.empty()) return;  // nothing to refine from
+    const double best_before = elite_.empty() ? kInfinity : elite_.front().seconds;
+    const int evaluations_before = evaluations_;
+    if (kind == EpisodeKind::kPolicy) {
+      // Steps up to and including the next one that ends in a refinement slice.
+      do {
+        PolicyStep();
+      } while (step_ % std::max(o_.refine_every, 1) != 0 && step_ < o_.policy_steps &&
+               !OutOfEvaluations() && Elapsed() < o_.max_wall_seconds);
+    } else {
+      const int rounds = std::min(o_.refine_rounds, o_.final_refine_rounds - final_rounds_);
+      Refine(elite_.front().candidate, rounds, o_.max_wall_seconds);
+      final_rounds_ += rounds;
+      Report("refinement", elite_.front().seconds, {});
+    }
+    earned_split_.Credit(kind, best_before, elite_.empty() ? kInfinity : elite_.front().seconds,
+                         evaluations_ - evaluations_before);
+    SaveCheckpoint();
+    if (StopRequested()) return;
+  }
+}
+
 Judgement Loop::JudgementOf(const Verdict& v) const {
   return {v.valid ? v.seconds : kInfinity, v.busy};
 }
@@ -255,8 +300,12 @@ void Loop::Refine(const Candidate& start, int rounds, double deadline) {
     for (const Candidate& c : batch) judged.push_back(JudgementOf(Known(c)));
     return judged;
   };
-  refiner_.Run(start, JudgementOf(Known(start)), rounds, judge,
-               [&] { return OutOfEvaluations() || Elapsed() >= deadline || StopRequested(); });
+  // The earned split's episodes end whole (a stop is honoured between them), so that a resumed
+  // search goes on exactly as an uninterrupted one.
+  const bool stoppable = !Earned();
+  refiner_.Run(start, JudgementOf(Known(start)), rounds, judge, [&] {
+    return OutOfEvaluations() || Elapsed() >= deadline || (stoppable && StopRequested());
+  });
 }
 
 void Loop::Report(const std::string& phase, double mean_seconds, const UpdateStats& stats) {
@@ -292,6 +341,7 @@ void Loop::SaveCheckpoint() {
                           {"elapsed_seconds", Elapsed()},
                           {"warm_started", warm_started_},
                           {"final_rounds", final_rounds_},
+                          {"earned_split", earned_split_.SaveState()},
                           {"elite", elite},
                           {"recent", recent_ ? ToJson(*recent_) : nlohmann::json()},
                           {"curve", curve},
@@ -310,6 +360,7 @@ void Loop::Restore() {
   elapsed_before_ = s.at("elapsed_seconds");
   warm_started_ = s.at("warm_started");
   final_rounds_ = s.at("final_rounds");
+  if (s.contains("earned_split")) earned_split_.LoadState(s.at("earned_split"));
   for (const auto& e : s.at("elite")) {
     elite_.push_back({ParseCandidate(e.at("candidate")), e.at("seconds"), e.at("origin")});
   }
@@ -350,7 +401,11 @@ SearchOutcome Loop::Run() {
     SaveCheckpoint();
     if (StopRequested()) return finish(true);
   }
-  while (o_.use_policy && step_ < o_.policy_steps && !OutOfEvaluations() &&
+  if (Earned()) {
+    RunEpisodes();
+    if (StopRequested()) return finish(true);
+  }
+  while (!Earned() && o_.use_policy && step_ < o_.policy_steps && !OutOfEvaluations() &&
          Elapsed() < PolicyDeadline()) {
     PolicyStep();
     if (o_.checkpoint_every > 0 && step_ % o_.checkpoint_every == 0) SaveCheckpoint();

@@ -8,6 +8,9 @@
 //      self-imitation, Post's cross-entropy step), and a short refinement (refiner.h) starts from
 //      the best candidate the policy sampled in those steps.
 //   4. A final refinement from the best candidate, with the rest of the budget.
+// That is the fixed split of the budget (search_options.h). With the earned split, steps 3 and 4
+// become episodes of either kind, the next one's kind drawn by what each kind has gained per
+// evaluation lately (budget_split.h).
 // The loop only decides; files (log, checkpoints, best placement, TensorBoard, progress) are the
 // RunDirectory's (run_directory.h). Budgets: policy steps, distinct evaluations, wall time.
 #pragma once

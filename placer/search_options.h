@@ -3,9 +3,11 @@
 // (policy.h), its learner (learner.h) and refinement (refiner.h) read them.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <string_view>
 
 #include "placer/edit_proposer.h"
 
@@ -37,6 +39,29 @@ struct LearnerOptions {
   double exploration = 0.02;
 };
 
+// How the policy and refinement share the budget after the warm starts, when both search.
+//   fixed   policy steps (every refine_every-th followed by a refinement slice from the best
+//           sample since the last one) until 1 - final_refine_share of the wall time, then
+//           refinement from the best known with the rest;
+//   earned  episodes, each either the policy's (refine_every steps and their slice) or
+//           refinement's (a slice from the best known), the next one's kind drawn in proportion
+//           to the improvement of the best step time per evaluation that each kind has brought
+//           lately (EarnedSplitOptions): the policy gets budget as far as its samples pay, and a
+//           policy that does not pay costs little more than refinement alone would have spent.
+enum class BudgetSplit { kFixed, kEarned };
+// In enum order (the config's search.budget_split values).
+inline constexpr std::array<std::string_view, 2> kBudgetSplitNames = {"fixed", "earned"};
+
+struct EarnedSplitOptions {
+  // Each kind's rate is (gain + prior_gain) / (evaluations + prior_evaluations), the gain being
+  // the log-ratio of the best step time before and after its episodes; both sums decay by `decay`
+  // per episode, so that what paid early does not hold the budget once it stops paying.
+  double prior_gain = 0.001;
+  double prior_evaluations = 100;
+  double decay = 0.8;
+  double min_share = 0.05;  // of the draws, for each kind: neither is ever written off
+};
+
 struct ImitationOptions {
   double learning_rate = 0.003;  // of its own Adam (a supervised phase takes larger steps)
   // Stop once the mean per-decision probability of the targets (teacher-forced, weighted) reaches
@@ -64,6 +89,8 @@ struct SearchOptions {
   // policy off, refinement starts from the best warm start and has the whole budget.
   bool use_policy = true;
   bool use_refinement = true;
+  BudgetSplit budget_split = BudgetSplit::kFixed;
+  EarnedSplitOptions earned_split;
   int refine_every = 5;             // policy steps between refinement slices
   int refine_rounds = 10;           // rounds of a slice
   double final_refine_share = 0.3;  // of max_wall_seconds (and of policy_steps' worth of rounds)

@@ -547,9 +547,12 @@ TEST(ConfigTest, TheSchemaStatesTheSearchOptionsDefaults) {
                                                  {"tanh_clip", d.tanh_clip},
                                                  {"refinement_rounds", d.refinement_rounds},
                                                  {"edit_screening", d.edit_screening}};
-  const std::map<std::string, std::string> words = {{"policy", d.policy ? "true" : "false"},
-                                                    {"refinement", d.refinement ? "true" : "false"},
-                                                    {"edit_proposer", d.edit_proposer}};
+  const std::map<std::string, std::string> words = {
+      {"policy", d.policy ? "true" : "false"},
+      {"refinement", d.refinement ? "true" : "false"},
+      {"edit_proposer", d.edit_proposer},
+      {"budget_split",
+       std::string(search::kBudgetSplitNames[static_cast<size_t>(d.budget_split)])}};
   std::ifstream in(fs::path(PLACER_SOURCE_DIR) / "configs" / "SCHEMA.md");
   std::string line;
   bool in_search = false;

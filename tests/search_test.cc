@@ -522,19 +522,23 @@ TEST(RefinerTest, EditsStayInTheSpaceAndChangeTheCandidate) {
 // The specification: from the single-device warm start, one tower per device (within
 // 2%) in 5 of 5 seeds, on as many towers as devices.
 TEST(SearchTest, FromOneDeviceReachesOneTowerPerDeviceInEverySeed) {
-  for (int towers : {2, 4}) {
-    TowersInstance instance(towers);
-    const double optimum = instance.Seconds(instance.OneTowerPerDevice());
-    const double single = instance.Seconds(instance.AllOn(0));
-    ASSERT_LT(optimum, 0.6 * single) << "the instance must reward spreading the towers";
-    for (uint64_t seed = 1; seed <= 5; ++seed) {
-      const SearchOutcome outcome =
-          RunSearch(instance.problem.Problem({{"single device", instance.AllOn(0)}}),
-                    SmallSearch(seed), nullptr);
-      ASSERT_TRUE(outcome.found_valid);
-      EXPECT_LE(outcome.best.seconds, 1.02 * optimum)
-          << towers << " towers, seed " << seed << ": " << FormatCandidate(outcome.best.candidate)
-          << " vs one tower per device " << optimum << " s";
+  for (const BudgetSplit split : {BudgetSplit::kFixed, BudgetSplit::kEarned}) {
+    for (int towers : {2, 4}) {
+      TowersInstance instance(towers);
+      const double optimum = instance.Seconds(instance.OneTowerPerDevice());
+      const double single = instance.Seconds(instance.AllOn(0));
+      ASSERT_LT(optimum, 0.6 * single) << "the instance must reward spreading the towers";
+      for (uint64_t seed = 1; seed <= 5; ++seed) {
+        SearchOptions o = SmallSearch(seed);
+        o.budget_split = split;
+        const SearchOutcome outcome =
+            RunSearch(instance.problem.Problem({{"single device", instance.AllOn(0)}}), o, nullptr);
+        ASSERT_TRUE(outcome.found_valid);
+        EXPECT_LE(outcome.best.seconds, 1.02 * optimum)
+            << kBudgetSplitNames[static_cast<size_t>(split)] << " split, " << towers
+            << " towers, seed " << seed << ": " << FormatCandidate(outcome.best.candidate)
+            << " vs one tower per device " << optimum << " s";
+      }
     }
   }
 }
@@ -584,11 +588,16 @@ RunIdentity IdentityOf(const TowersInstance& instance, const std::string& groupi
           instance.problem.evaluator->space().replica_counts()};
 }
 
-TEST(SearchTest, ResumedRunEndsLikeAnUninterruptedOne) {
+// Interrupted `stops` times (the stop flag is honoured after the warm start, then after a policy
+// step with the fixed split, after an episode with the earned one, with a checkpoint each time),
+// resumed, and run to the end: the same search.csv, answer and evaluations as without stops.
+void ExpectResumedRunEndsLikeAnUninterruptedOne(BudgetSplit split, int stops) {
+  SCOPED_TRACE(kBudgetSplitNames[static_cast<size_t>(split)]);
   TowersInstance instance(2, {1, 2});
   test_support::TempDir root("placer_search_test_resume");
   const SearchProblem problem = instance.problem.Problem({{"cpu:0", instance.AllOn(0)}});
   SearchOptions whole = SmallSearch(3);
+  whole.budget_split = split;
   whole.policy_steps = 12;
   whole.checkpoint_every = 4;
   whole.final_refine_rounds = 20;
@@ -598,18 +607,15 @@ TEST(SearchTest, ResumedRunEndsLikeAnUninterruptedOne) {
                      instance.problem.evaluator.get(), false);
     uninterrupted = RunSearch(problem, whole, &dir);
   }
-  // Stopped after step 1 (the stop flag is honoured after a step, with a checkpoint), resumed,
-  // stopped again in the final refinement, resumed to the end.
   std::atomic<bool> stop{true};
   SearchOptions part = whole;
   part.stop_requested = &stop;
-  for (int run = 0; run < 3; ++run) {
+  for (int run = 0; run <= stops; ++run) {
     RunDirectory dir(root.path() / "parts", run > 0, IdentityOf(instance, "op"),
                      instance.problem.evaluator.get(), false);
-    if (run == 1) part.policy_steps = 12;
-    if (run == 2) part.stop_requested = nullptr;
+    if (run == stops) part.stop_requested = nullptr;
     const SearchOutcome outcome = RunSearch(problem, part, &dir);
-    if (run < 2) {
+    if (run < stops) {
       EXPECT_TRUE(outcome.interrupted);
     } else {
       EXPECT_FALSE(outcome.interrupted);
@@ -633,6 +639,15 @@ TEST(SearchTest, ResumedRunEndsLikeAnUninterruptedOne) {
             best.replicas);
   EXPECT_EQ(graph::ReadPlacementReplicas(root.path() / "whole" / "best_placement.yaml"),
             best.replicas);
+}
+
+TEST(SearchTest, ResumedRunEndsLikeAnUninterruptedOne) {
+  ExpectResumedRunEndsLikeAnUninterruptedOne(BudgetSplit::kFixed, 2);
+}
+
+// Episodes of refinement, then the policy, then drawn ones: stopped after each of the first four.
+TEST(SearchTest, ResumedRunEndsLikeAnUninterruptedOneWithTheEarnedSplit) {
+  ExpectResumedRunEndsLikeAnUninterruptedOne(BudgetSplit::kEarned, 5);
 }
 
 TEST(SearchTest, WarmStartsAreJudgedFirstAndLoggedByName) {

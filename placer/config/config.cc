@@ -50,6 +50,10 @@ const std::array kGroupingNames = {
     Named<graph::GroupingMethod>{graph::GroupingMethod::kCoarsen,
                                  graph::ToString(graph::GroupingMethod::kCoarsen)}};
 
+const std::array kBudgetSplitNames = {
+    Named<search::BudgetSplit>{search::BudgetSplit::kFixed, search::kBudgetSplitNames[0]},
+    Named<search::BudgetSplit>{search::BudgetSplit::kEarned, search::kBudgetSplitNames[1]}};
+
 const std::array kPrecisionNames = {
     Named<sim::Precision>{sim::Precision::kFp32, sim::ToString(sim::Precision::kFp32)},
     Named<sim::Precision>{sim::Precision::kTf32, sim::ToString(sim::Precision::kTf32)},
@@ -267,7 +271,8 @@ SearchConfig ReadSearch(const Value& value) {
               "temperature",   "tanh_clip",         "replicas",          "policy",
               "refinement",    "refinement_rounds", "verify_candidates", "grouping",
               "max_groups",    "micro_batches",     "verify_rounds",     "verify_max_rounds",
-              "edit_proposer", "edit_model",        "edit_screening",    "pipeline_replicas"});
+              "edit_proposer", "edit_model",        "edit_screening",    "pipeline_replicas",
+              "budget_split"});
   SearchConfig search;
   ReadInteger(mapping, "policy_steps", 0, &search.policy_steps);
   ReadInteger(mapping, "samples_per_step", 2, &search.samples_per_step);
@@ -308,6 +313,7 @@ SearchConfig ReadSearch(const Value& value) {
         ->Fail("the search needs the policy or refinement (or both)");
   }
   ReadInteger(mapping, "refinement_rounds", 0, &search.refinement_rounds);
+  ReadChoice(mapping, "budget_split", "budget split", kBudgetSplitNames, &search.budget_split);
   if (const Value* proposer = mapping.Find("edit_proposer")) {
     search.edit_proposer = ToString(*proposer);
     if (std::find(search::kEditProposalNames.begin(), search::kEditProposalNames.end(),

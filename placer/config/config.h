@@ -150,6 +150,9 @@ struct SearchConfig {
   int refinement_rounds =
       kSearchDefaults
           .final_refine_rounds;  // search.refinement_rounds: most rounds of the final refinement
+  // search.budget_split: how the policy and refinement share the budget ("fixed" or "earned",
+  // placer/search_options.h).
+  search::BudgetSplit budget_split = kSearchDefaults.budget_split;
   // search.edit_proposer: which of refinement's random edits get judged (placer/edit_proposer.h):
   // "uniform" (all, as drawn), "estimate" (the hand-written ranking) or "learned" (the scorer
   // of search.edit_model, trained by `placer pretrain`).

@@ -571,6 +571,7 @@ search::SearchOptions SearchOptionsFor(const SearchSetup& setup) {
   o.use_policy = c.policy;
   o.use_refinement = c.refinement;
   o.final_refine_rounds = c.refinement_rounds;
+  o.budget_split = c.budget_split;
   o.checkpoint_every = c.checkpoint_every;
   o.policy.hidden_size = c.hidden_size;
   o.policy.temperature = c.temperature;
