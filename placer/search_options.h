@@ -89,7 +89,7 @@ struct SearchOptions {
   // policy off, refinement starts from the best warm start and has the whole budget.
   bool use_policy = true;
   bool use_refinement = true;
-  BudgetSplit budget_split = BudgetSplit::kFixed;
+  BudgetSplit budget_split = BudgetSplit::kEarned;
   EarnedSplitOptions earned_split;
   int refine_every = 5;             // policy steps between refinement slices
   int refine_rounds = 10;           // rounds of a slice
