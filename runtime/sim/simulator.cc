@@ -7,12 +7,11 @@
 #include <array>
 #include <cmath>
 #include <functional>
-#include <optional>
+#include <span>
 #include <stdexcept>
 #include <unordered_map>
 
 #include "graph/pipeline.h"
-#include "graph/training_step.h"
 
 namespace placer::sim {
 
@@ -21,7 +20,7 @@ using graph::kNoOp;
 using graph::OpId;
 using graph::Phase;
 using graph::TensorId;
-using graph::TensorKind;
+using graph::TensorOrigin;
 
 // A copy of tensor `tensor` from `from` (a device, or kHost) to `to`.
 struct Simulator::CopyTask {
@@ -76,18 +75,18 @@ struct Simulator::Workspace {
   };
 
   bool record_trace = false;
-  std::vector<int> device_of;  // per op
-  std::vector<int> home;       // per tensor: device, or kHost
-  std::vector<int> pending;    // per op: distinct inputs not yet available on its device
-  std::vector<int> uses_left;  // [tensor * devices + device]: readers there that have not run
-  std::vector<std::vector<int>> ready;  // per device: min-heap of keys (topological ranks)
-  // A pipelined placement orders and holds back ready ops by graph/pipeline.h's rules: keys are
-  // its priorities then, and each device keeps its schedule state.
-  std::optional<graph::PipelineOrder> pipeline;
+  // The placement's half of the plan (graph::PlacedStep), which the simulation only reads.
+  std::span<const int> device_of;  // per op
+  std::span<const int> home;       // per tensor: device, or kHost
+  std::vector<int> pending;        // per op: distinct inputs not yet available on its device
+  std::vector<int> uses_left;      // [tensor * devices + device]: readers there that have not run
+  std::vector<std::vector<int>> ready;  // per device: min-heap of keys (the plan's priorities)
+  // A pipelined placement orders and holds back ready ops by graph/pipeline.h's rules: each
+  // device keeps its schedule state.
+  const graph::PipelineOrder* pipeline = nullptr;
   std::vector<graph::PipelineOrder::DeviceState> pipeline_state;  // per device
-  std::vector<OpId> op_of_key;
-  const std::vector<int>* key = nullptr;     // per op
-  const std::vector<OpId>* op_of = nullptr;  // per key
+  const std::vector<int>* key = nullptr;                          // per op
+  const std::vector<OpId>* op_of = nullptr;                       // per key
   // Per device: copies it issues itself (served first: the executor does them inline, right after
   // the op or at the step's start) and copies other workers enqueue on its stream.
   std::vector<CopyQueue> own_copies, incoming_copies;
@@ -108,10 +107,17 @@ struct Simulator::Workspace {
 
 namespace {
 
-// Throws the error graph::ExpandPlacement gives for a placement that does not cover every op.
-[[noreturn]] void ThrowUnplaced(const graph::Graph& graph, const graph::Placement& placement) {
-  graph::ExpandPlacement(graph, placement);
-  throw graph::GraphError("the placement does not place every op");
+// Checked before the graph, so that no devices is reported whatever the graph.
+graph::DeviceSet CheckedDevices(graph::DeviceSet devices) {
+  if (devices.empty()) throw std::invalid_argument("the simulator needs at least one device");
+  for (size_t i = 0; i < devices.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (devices[j].name == devices[i].name) {
+        throw std::invalid_argument(fmt::format("device '{}' is listed twice", devices[i].name));
+      }
+    }
+  }
+  return devices;
 }
 
 }  // namespace
@@ -119,16 +125,13 @@ namespace {
 Simulator::Simulator(const graph::Graph& graph, graph::DeviceSet devices,
                      const CostModel& cost_model)
     : graph_(graph),
-      devices_(std::move(devices)),
+      devices_(CheckedDevices(std::move(devices))),
       num_devices_(static_cast<int>(devices_.size())),
       num_channels_((num_devices_ + 1) * num_devices_),
       num_ops_(graph.num_ops()),
-      num_tensors_(graph.num_tensors()) {
-  if (devices_.empty()) throw std::invalid_argument("the simulator needs at least one device");
+      num_tensors_(graph.num_tensors()),
+      step_(graph) {  // throws on a cycle, a dangling input, an op or parameter without a place
   for (const graph::Device& device : devices_) {
-    if (std::find(device_names_.begin(), device_names_.end(), device.name) != device_names_.end()) {
-      throw std::invalid_argument(fmt::format("device '{}' is listed twice", device.name));
-    }
     device_names_.push_back(device.name);
     is_cuda_.push_back(device.type == DeviceType::kCuda ? 1 : 0);
     capacity_.push_back(device.memory_capacity);
@@ -140,65 +143,6 @@ Simulator::Simulator(const graph::Graph& graph, graph::DeviceSet devices,
           fmt::format("{}->{}", from == kHost ? kHostName : device_names_[from], device_names_[to]);
     }
   }
-
-  order_ = graph.TopologicalOrder();  // throws on a cycle
-  rank_.assign(static_cast<size_t>(num_ops_), 0);
-  for (size_t i = 0; i < order_.size(); ++i) rank_[order_[i]] = static_cast<int>(i);
-
-  anchor_.resize(static_cast<size_t>(num_ops_));
-  input_begin_.push_back(0);
-  output_begin_.push_back(0);
-  for (OpId id = 0; id < num_ops_; ++id) {
-    const graph::Op& op = graph.op(id);
-    if (op.phase == Phase::kForward) {
-      anchor_[id] = id;
-    } else if (op.forward_op >= 0 && op.forward_op < num_ops_ &&
-               graph.op(op.forward_op).phase == Phase::kForward) {
-      anchor_[id] = op.forward_op;
-    } else {
-      throw graph::GraphError(fmt::format("{} op '{}' does not name the forward op it belongs with",
-                                          graph::ToString(op.phase), op.name));
-    }
-    std::vector<TensorId> distinct = op.inputs;
-    std::sort(distinct.begin(), distinct.end());
-    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
-    inputs_.insert(inputs_.end(), distinct.begin(), distinct.end());
-    input_begin_.push_back(static_cast<int>(inputs_.size()));
-    num_inputs_.push_back(static_cast<int>(distinct.size()));
-    outputs_.insert(outputs_.end(), op.outputs.begin(), op.outputs.end());
-    output_begin_.push_back(static_cast<int>(outputs_.size()));
-  }
-
-  consumer_begin_.push_back(0);
-  bytes_.resize(static_cast<size_t>(num_tensors_));
-  origin_.resize(static_cast<size_t>(num_tensors_));
-  for (TensorId t = 0; t < num_tensors_; ++t) {
-    const graph::Tensor& tensor = graph.tensor(t);
-    for (OpId consumer : tensor.consumers) {
-      auto begin = consumers_.begin() + consumer_begin_.back();
-      if (std::find(begin, consumers_.end(), consumer) == consumers_.end()) {
-        consumers_.push_back(consumer);
-      }
-    }
-    consumer_begin_.push_back(static_cast<int>(consumers_.size()));
-    bytes_[t] = tensor.bytes();
-    if (tensor.producer != kNoOp) {
-      origin_[t] = Origin::kProduced;
-    } else if (tensor.kind == TensorKind::kParameter) {
-      origin_[t] = Origin::kParameter;
-      graph::OwnerOf(graph, t);  // throws when no forward op reads it: it would have no home
-      parameters_.push_back(t);
-    } else if (tensor.kind == TensorKind::kInput || tensor.kind == TensorKind::kLabel) {
-      origin_[t] = Origin::kMinibatch;
-      minibatch_.push_back(t);
-    } else if (!tensor.consumers.empty()) {
-      throw graph::GraphError(fmt::format("op '{}': input '{}' is dangling: no op produces it",
-                                          graph.op(tensor.consumers.front()).name, tensor.name));
-    } else {
-      origin_[t] = Origin::kNone;
-    }
-  }
-
   TabulateCosts(cost_model);
 }
 
@@ -207,11 +151,11 @@ Simulator::Simulator(const graph::Graph& graph, graph::DeviceSet devices,
 double Simulator::ReceiveSeconds(const Workspace& w, OpId op, int device) const {
   if (!any_receive_cost_) return 0;
   double seconds = 0;
-  for (int i = input_begin_[op]; i < input_begin_[op + 1]; ++i) {
-    const TensorId t = inputs_[i];
+  for (const TensorId t : step_.inputs(op)) {
     const int from = w.home[t];
     if (from == kHost || from == device) continue;
-    seconds += static_cast<double>(bytes_[t]) * receive_seconds_per_byte_[Channel(from, device)];
+    seconds +=
+        static_cast<double>(step_.bytes(t)) * receive_seconds_per_byte_[Channel(from, device)];
   }
   return seconds;
 }
@@ -230,11 +174,10 @@ void Simulator::Allocate(Workspace& w, int device, int64_t bytes) const {
 
 // `t` becomes available on `device`: count its memory there and wake the readers waiting for it.
 void Simulator::Publish(Workspace& w, TensorId t, int device) const {
-  const bool resident = origin_[t] == Origin::kParameter && w.home[t] == device;
-  if (!resident) Allocate(w, device, bytes_[t]);
+  const bool resident = step_.origin(t) == TensorOrigin::kParameter && w.home[t] == device;
+  if (!resident) Allocate(w, device, step_.bytes(t));
   int readers = 0;
-  for (int i = consumer_begin_[t]; i < consumer_begin_[t + 1]; ++i) {
-    const OpId consumer = consumers_[i];
+  for (const OpId consumer : step_.consumers(t)) {
     if (w.device_of[consumer] != device) continue;
     ++readers;
     if (--w.pending[consumer] == 0) {
@@ -248,20 +191,17 @@ void Simulator::Publish(Workspace& w, TensorId t, int device) const {
 
 // Op `op` has finished on `device`, copies included: its inputs there lose a reader.
 void Simulator::FreeInputsOf(Workspace& w, OpId op, int device) const {
-  for (int i = input_begin_[op]; i < input_begin_[op + 1]; ++i) {
-    const TensorId t = inputs_[i];
-    if (origin_[t] == Origin::kParameter && w.home[t] == device) continue;  // resident
+  for (const TensorId t : step_.inputs(op)) {
+    if (step_.origin(t) == TensorOrigin::kParameter && w.home[t] == device) continue;  // resident
     if (--w.uses_left[static_cast<size_t>(t) * num_devices_ + device] == 0) {
-      w.memory_now[device] -= bytes_[t];
+      w.memory_now[device] -= step_.bytes(t);
     }
   }
 }
 
 // Queues a copy of `t` from `from` to every other device that reads it, in device order.
 void Simulator::QueueCopiesOf(Workspace& w, TensorId t, int from, OpId job_op) const {
-  for (int i = consumer_begin_[t]; i < consumer_begin_[t + 1]; ++i) {
-    w.reads_on[w.device_of[consumers_[i]]] = 1;
-  }
+  for (const OpId consumer : step_.consumers(t)) w.reads_on[w.device_of[consumer]] = 1;
   for (int to = 0; to < num_devices_; ++to) {
     if (!w.reads_on[to]) continue;
     w.reads_on[to] = 0;
@@ -368,9 +308,9 @@ void Simulator::Finish(Workspace& w, int device, double now) const {
     w.job_start[device] = run.start;
     // The executor pushes each output's copies, then publishes it locally; this worker is busy
     // with its own copies either way, so the order only matters across outputs.
-    for (int i = output_begin_[op]; i < output_begin_[op + 1]; ++i) {
-      QueueCopiesOf(w, outputs_[i], device, op);
-      Publish(w, outputs_[i], device);
+    for (const TensorId t : step_.outputs(op)) {
+      QueueCopiesOf(w, t, device, op);
+      Publish(w, t, device);
     }
     Workspace::CopyQueue& own = w.own_copies[device];
     if (!own.empty()) {
@@ -387,7 +327,7 @@ void Simulator::Finish(Workspace& w, int device, double now) const {
   const CopyTask& copy = run.copy;
   ChannelStats& channel = w.channels[Channel(copy.from, copy.to)];
   channel.count += 1;
-  channel.bytes += bytes_[copy.tensor];
+  channel.bytes += step_.bytes(copy.tensor);
   channel.seconds += run.duration;
   if (w.record_trace) {
     w.trace[copy.from >= 0 ? copy.from : copy.to].push_back(
@@ -412,32 +352,20 @@ SimulationResult Simulator::Simulate(const graph::Placement& placement, bool rec
         fmt::format("the placement's devices [{}] differ from the simulator's [{}]",
                     fmt::join(placement.devices, ", "), fmt::join(device_names_, ", ")));
   }
-  if (placement.device_of_op.size() != static_cast<size_t>(num_ops_)) {
-    ThrowUnplaced(graph_, placement);
-  }
   const size_t num_devices = static_cast<size_t>(num_devices_);
+  const graph::PlacedStep placed(step_, placement);  // throws for an unplaced op
   Workspace w;
   w.record_trace = record_trace;
-  w.device_of.resize(static_cast<size_t>(num_ops_));
-  for (OpId id = 0; id < num_ops_; ++id) {
-    const int device = placement.device_of_op[anchor_[id]];
-    if (device < 0 || device >= num_devices_) ThrowUnplaced(graph_, placement);
-    w.device_of[id] = device;
-  }
-  w.key = &rank_;
-  w.op_of = &order_;
-  if (placement.micro_batches > 1) {
-    w.pipeline.emplace(graph_, placement, w.device_of);
-    w.key = &w.pipeline->priority();
-    w.op_of_key.resize(static_cast<size_t>(num_ops_));
-    for (OpId id = 0; id < num_ops_; ++id) w.op_of_key[(*w.key)[id]] = id;
-    w.op_of = &w.op_of_key;
+  w.device_of = placed.op_devices();
+  w.key = &placed.priorities();
+  w.op_of = &placed.ops_by_priority();
+  w.pipeline = placed.pipeline();
+  if (w.pipeline) {
     for (int d = 0; d < num_devices_; ++d) w.pipeline_state.push_back(w.pipeline->Start(d));
   }
-  w.home = graph::HomeDevices(graph_, w.device_of);
-  std::vector<int64_t> parameter_bytes(num_devices, 0);
-  for (TensorId t : parameters_) parameter_bytes[w.home[t]] += bytes_[t];
-  w.pending = num_inputs_;
+  w.home = placed.homes();
+  const std::vector<int64_t>& parameter_bytes = placed.parameter_bytes();
+  w.pending = step_.num_inputs();
   w.uses_left.assign(static_cast<size_t>(num_tensors_) * num_devices, 0);
   w.ready.resize(num_devices);
   w.own_copies.resize(num_devices);
@@ -455,14 +383,14 @@ SimulationResult Simulator::Simulate(const graph::Placement& placement, bool rec
   // Step start, worker by worker: the minibatch each device reads, then the parameters it owns.
   // (No op type reads nothing; should a hand-made one, it is ready from the start.)
   for (OpId id = 0; id < num_ops_; ++id) {
-    if (num_inputs_[id] == 0) w.ready[w.device_of[id]].push_back((*w.key)[id]);
+    if (step_.num_inputs()[id] == 0) w.ready[w.device_of[id]].push_back((*w.key)[id]);
   }
   for (auto& heap : w.ready) std::make_heap(heap.begin(), heap.end(), std::greater<>());
   for (int d = 0; d < num_devices_; ++d) {
-    for (TensorId t : minibatch_) {
+    for (TensorId t : step_.minibatch()) {
       bool read_here = false;
-      for (int i = consumer_begin_[t]; i < consumer_begin_[t + 1]; ++i) {
-        read_here = read_here || w.device_of[consumers_[i]] == d;
+      for (const OpId consumer : step_.consumers(t)) {
+        read_here = read_here || w.device_of[consumer] == d;
       }
       if (!read_here) continue;
       if (is_cuda_[d]) {
@@ -471,7 +399,7 @@ SimulationResult Simulator::Simulate(const graph::Placement& placement, bool rec
         Publish(w, t, d);
       }
     }
-    for (TensorId t : parameters_) {
+    for (TensorId t : step_.parameters()) {
       if (w.home[t] != d) continue;
       QueueCopiesOf(w, t, d, kNoOp);
       Publish(w, t, d);
@@ -508,7 +436,7 @@ SimulationResult Simulator::Simulate(const graph::Placement& placement, bool rec
   if (w.ops_done != num_ops_) {
     // Unreachable for a graph the constructor accepted: every input is produced, a parameter or
     // the minibatch, and nothing is cyclic.
-    for (OpId id : order_) {
+    for (OpId id : step_.order()) {
       if (w.pending[id] > 0) {
         throw std::logic_error(fmt::format("simulator: op '{}' never became ready on {}",
                                            graph_.op(id).name, device_names_[w.device_of[id]]));
@@ -560,12 +488,12 @@ LowerBoundResult Simulator::LowerBound() const {
   LowerBoundResult bound;
   std::vector<double> finish(static_cast<size_t>(num_ops_), 0);
   double total = 0;
-  for (OpId id : order_) {
+  for (OpId id : step_.order()) {
     double fastest = OpSeconds(id, 0);
     for (int d = 1; d < num_devices_; ++d) fastest = std::min(fastest, OpSeconds(id, d));
     double start = 0;
-    for (int i = input_begin_[id]; i < input_begin_[id + 1]; ++i) {
-      const OpId producer = graph_.tensor(inputs_[i]).producer;
+    for (const TensorId t : step_.inputs(id)) {
+      const OpId producer = graph_.tensor(t).producer;
       if (producer != kNoOp) start = std::max(start, finish[producer]);
     }
     finish[id] = start + fastest;

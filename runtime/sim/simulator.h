@@ -1,5 +1,6 @@
 // An event-driven simulator of one training step under a placement, by the executor's rules
-// (runtime/executor.cc), so that simulated and measured step times can be compared:
+// (runtime/executor_engine.cc) and from the same plan of the placed step (graph/step_plan.h), so
+// that simulated and measured step times can be compared:
 //
 // - Every op of the step runs where ExpandPlacement puts it. Every tensor has a home: its
 //   producer's device; a parameter's is its owner's (graph::OwnerOf); the minibatch (inputs and
@@ -58,6 +59,7 @@
 #include "graph/evaluator.h"
 #include "graph/ir.h"
 #include "graph/placement.h"
+#include "graph/step_plan.h"
 #include "runtime/sim/cost_model.h"
 
 namespace placer::sim {
@@ -100,12 +102,12 @@ struct LowerBoundResult {
 
 class Simulator {
  public:
-  // Precomputes everything that does not depend on the placement: topological ranks, consumers,
-  // tensor sizes, every op's time on every device and every transfer's time on every channel (the
-  // cost model is not used afterwards). `graph` must outlive the simulator; it need not be a
-  // training step, but backward and update ops must name their forward op. Throws GraphError for
-  // a cycle, a dangling input or a parameter no forward op reads, std::invalid_argument for
-  // no devices or a negative or non-finite cost.
+  // Precomputes everything that does not depend on the placement: the graph's half of the step's
+  // plan (graph::StepGraph: topological ranks, consumers, tensor sizes), every op's time on every
+  // device and every transfer's time on every channel (the cost model is not used afterwards).
+  // `graph` must outlive the simulator; it need not be a training step, but backward and update ops
+  // must name their forward op. Throws GraphError for a cycle, a dangling input or a parameter no
+  // forward op reads, std::invalid_argument for no devices or a negative or non-finite cost.
   Simulator(const graph::Graph& graph, graph::DeviceSet devices, const CostModel& cost_model);
 
   // Simulates one step. Throws std::invalid_argument when the placement's devices differ from the
@@ -135,8 +137,6 @@ class Simulator {
  private:
   struct Workspace;
   struct CopyTask;
-  enum class Origin : uint8_t { kProduced, kMinibatch, kParameter, kNone };
-
   // The constructor's last step (simulator_costs.cc): op_seconds_, transfer_seconds_,
   // receive_seconds_per_byte_ and contention_ from `cost_model`. Throws std::invalid_argument for
   // a negative or non-finite cost.
@@ -169,19 +169,9 @@ class Simulator {
   std::vector<uint8_t> is_cuda_;
   std::vector<int64_t> capacity_;
 
-  std::vector<graph::OpId> order_;   // topological order; rank -> op
-  std::vector<int> rank_;            // op -> position in order_
-  std::vector<graph::OpId> anchor_;  // op -> the forward op whose placement it follows
-  // Compressed rows: distinct inputs and outputs per op, distinct consumers per tensor.
-  std::vector<int> input_begin_, output_begin_, consumer_begin_;
-  std::vector<graph::TensorId> inputs_, outputs_;
-  std::vector<graph::OpId> consumers_;
-  std::vector<int> num_inputs_;  // distinct inputs per op
-
-  std::vector<int64_t> bytes_;
-  std::vector<Origin> origin_;
-  std::vector<graph::TensorId> minibatch_;   // tensor order, as the executor loads them
-  std::vector<graph::TensorId> parameters_;  // tensor order, as the executor pushes them
+  // The placement-independent half of the plan the executor runs too (graph/step_plan.h); each
+  // simulation adds its placement's half (graph::PlacedStep).
+  graph::StepGraph step_;
 
   std::vector<double> op_seconds_;        // [op * devices + device]
   std::vector<int> size_class_;           // tensor -> index of its size among distinct sizes

@@ -48,8 +48,8 @@ void Simulator::TabulateCosts(const CostModel& cost_model) {
   std::vector<int64_t> sizes;
   size_class_.resize(static_cast<size_t>(num_tensors_));
   for (TensorId t = 0; t < num_tensors_; ++t) {
-    auto [it, inserted] = class_of_size.try_emplace(bytes_[t], static_cast<int>(sizes.size()));
-    if (inserted) sizes.push_back(bytes_[t]);
+    auto [it, inserted] = class_of_size.try_emplace(step_.bytes(t), static_cast<int>(sizes.size()));
+    if (inserted) sizes.push_back(step_.bytes(t));
     size_class_[t] = it->second;
   }
   transfer_seconds_.assign(sizes.size() * static_cast<size_t>(num_channels_), 0.0);
