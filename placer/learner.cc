@@ -9,6 +9,9 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "placer/graph_policy.h"
+#include "placer/policy.h"
+
 namespace placer::search {
 
 double RewardOf(double step_seconds) { return -std::sqrt(step_seconds); }
@@ -30,10 +33,19 @@ std::vector<double> Advantages(const std::vector<double>& rewards, double clip) 
 }
 
 namespace {
-Policy MakePolicy(const graph::GroupFeatures& f, const ActionSpace& space, PolicyOptions options,
-                  uint64_t seed) {
+std::shared_ptr<PolicyNetwork> MakePolicy(const graph::GroupFeatures& f, const ActionSpace& space,
+                                          PolicyOptions options, uint64_t seed) {
   torch::manual_seed(seed);  // module initialisers draw from the default generator
-  return Policy(f, space, options);
+  if (options.kind == PolicyKind::kGraph) {
+    auto policy = std::make_shared<GraphPolicyImpl>(f, space, options);
+    if (!options.pretrained_file.empty()) policy->LoadWeights(options.pretrained_file);
+    return policy;
+  }
+  if (!options.pretrained_file.empty()) {
+    throw std::invalid_argument("only the graph policy reads pretrained weights (" +
+                                options.pretrained_file.string() + ")");
+  }
+  return std::make_shared<PolicyImpl>(f, space, options);
 }
 }  // namespace
 

@@ -23,7 +23,7 @@
 #include "graph/group_features.h"
 #include "graph/grouping.h"
 #include "placer/action_space.h"
-#include "placer/policy.h"
+#include "placer/policy_network.h"
 #include "placer/search_options.h"
 
 namespace placer::search {
@@ -42,7 +42,8 @@ struct UpdateStats {
 
 class Learner {
  public:
-  // The policy's weights are drawn from `seed`; sampling uses its own generator from `seed` too.
+  // The policy's weights are drawn from `seed` (or read from policy_options.pretrained_file);
+  // sampling uses its own generator from `seed` too.
   Learner(const graph::GroupFeatures& features, const ActionSpace& space,
           PolicyOptions policy_options, LearnerOptions options, uint64_t seed);
 
@@ -58,6 +59,13 @@ class Learner {
               const std::optional<Candidate>& incumbent, const ImitationOptions& options,
               const std::function<bool()>& stop = {});
 
+  // The network (its graph-policy weights are what pretraining trains and saves).
+  PolicyNetwork& policy() { return *policy_; }
+  // What a judged placement says about the machine (PolicyNetwork::SetMachine).
+  void SetMachine(double seconds_per_work, double seconds_per_byte) {
+    policy_->SetMachine(seconds_per_work, seconds_per_byte);
+  }
+
   // A fresh Adam for PPO, forgetting the moments of earlier updates. (Imitation has an optimiser
   // of its own, so its moments never push PPO's steps.)
   void ResetOptimizer();
@@ -67,7 +75,7 @@ class Learner {
 
  private:
   LearnerOptions options_;
-  Policy policy_;
+  std::shared_ptr<PolicyNetwork> policy_;
   std::unique_ptr<torch::optim::Adam> optimizer_;
   at::Generator generator_;
   void Step(const at::Tensor& loss, torch::optim::Optimizer& optimizer);

@@ -7,60 +7,20 @@
 
 namespace placer::search {
 
-namespace {
-constexpr float kMasked = -1e9f;
-}  // namespace
-
 PolicyImpl::PolicyImpl(const graph::GroupFeatures& f, const ActionSpace& space,
                        PolicyOptions options)
     : space_(space),
       options_(options),
       num_groups_(static_cast<int>(f.type_ids.size())),
-      num_options_(space.num_options()) {
+      num_options_(space.num_options()),
+      locality_(f, space) {
   const int64_t groups = num_groups_;
-  const int64_t counts = static_cast<int64_t>(space.replica_counts().size());
   const auto shapes = static_cast<int64_t>(space.shapes().size());
   for (const StepShape& shape : space.shapes()) {
-    shape_replica_index_.push_back(ReplicaIndex(shape.replicas));
+    shape_replica_index_.push_back(locality_.ReplicaIndex(shape.replicas));
   }
   type_ids_ = at::tensor(f.type_ids, at::kLong);
   features_ = at::tensor(f.values, at::kFloat).reshape({groups, f.feature_dim});
-
-  std::vector<double> in(static_cast<size_t>(groups), 0), out(static_cast<size_t>(groups), 0);
-  for (const graph::GroupEdge& e : f.edges) {
-    in[static_cast<size_t>(e.to)] += static_cast<double>(e.bytes);
-    out[static_cast<size_t>(e.from)] += static_cast<double>(e.bytes);
-  }
-  producers_.resize(static_cast<size_t>(groups));
-  consumers_.resize(static_cast<size_t>(groups));
-  feeds_.resize(static_cast<size_t>(groups));
-  for (const graph::GroupEdge& e : f.edges) {
-    const auto bytes = static_cast<double>(e.bytes);
-    const auto from = static_cast<size_t>(e.from), to = static_cast<size_t>(e.to);
-    const float in_share = in[to] > 0 ? static_cast<float>(bytes / in[to]) : 0.0f;
-    producers_[to].emplace_back(e.from, in_share);
-    feeds_[from].emplace_back(e.to, in_share);
-    consumers_[from].emplace_back(e.to, out[from] > 0 ? static_cast<float>(bytes / out[from]) : 0);
-  }
-  const auto o_count = static_cast<size_t>(num_options_);
-  local_.assign(static_cast<size_t>(counts) * o_count * o_count, 0.0f);
-  std::vector<float> masks(static_cast<size_t>(counts) * o_count, 0.0f);
-  for (int64_t r = 0; r < counts; ++r) {
-    const int replicas = space.replica_counts()[static_cast<size_t>(r)];
-    for (int a = 0; a < num_options_; ++a) {
-      masks[static_cast<size_t>(r) * o_count + static_cast<size_t>(a)] =
-          space.Allowed(a, replicas) ? 0.0f : kMasked;
-      for (int b = 0; b < num_options_; ++b) {
-        int same = 0;
-        for (int replica = 0; replica < replicas; ++replica) {
-          same += space.DeviceOf(a, replica, replicas) == space.DeviceOf(b, replica, replicas);
-        }
-        local_[(static_cast<size_t>(r) * o_count + static_cast<size_t>(a)) * o_count +
-               static_cast<size_t>(b)] = static_cast<float>(same) / static_cast<float>(replicas);
-      }
-    }
-  }
-  option_masks_ = at::tensor(masks, at::kFloat).reshape({counts, num_options_});
 
   const int h = options.hidden_size, hd = options.decoder_size, e = options.option_embedding_size,
             a = options.attention_size;
@@ -93,14 +53,6 @@ PolicyImpl::PolicyImpl(const graph::GroupFeatures& f, const ActionSpace& space,
                                                  at::kFloat));
 }
 
-int PolicyImpl::ReplicaIndex(int replicas) const {
-  const std::vector<int>& counts = space_.replica_counts();
-  for (size_t i = 0; i < counts.size(); ++i) {
-    if (counts[i] == replicas) return static_cast<int>(i);
-  }
-  throw std::invalid_argument("the policy has no replica count " + std::to_string(replicas));
-}
-
 PolicyImpl::Encoding PolicyImpl::Encode() {
   at::Tensor inputs = at::cat({type_embedding_(type_ids_), feature_projection_(features_)}, -1);
   at::Tensor encoded = std::get<0>(encoder_->forward(inputs.unsqueeze(0))).squeeze(0);  // [G, H]
@@ -110,10 +62,8 @@ PolicyImpl::Encoding PolicyImpl::Encode() {
 PolicyImpl::IncumbentInputs PolicyImpl::Incumbent(const std::optional<Candidate>& incumbent) const {
   const auto groups = static_cast<size_t>(num_groups_);
   const auto o_count = static_cast<size_t>(num_options_);
-  const size_t counts = space_.replica_counts().size();
   std::vector<int64_t> option(groups, num_options_);
   std::vector<float> one_hot(groups * o_count, 0.0f);
-  std::vector<float> share(counts * groups * o_count, 0.0f);
   std::vector<float> replica(space_.shapes().size(), 0.0f);
   if (incumbent) {
     space_.Check(*incumbent, num_groups_);
@@ -122,21 +72,10 @@ PolicyImpl::IncumbentInputs PolicyImpl::Incumbent(const std::optional<Candidate>
       option[g] = incumbent->options[g];
       one_hot[g * o_count + static_cast<size_t>(incumbent->options[g])] = 1;
     }
-    for (size_t r = 0; r < counts; ++r) {
-      const int replicas = space_.replica_counts()[r];
-      for (size_t g = 0; g < groups; ++g) {
-        for (const auto& [c, weight] : consumers_[g]) {
-          AddLocalShare(&share[(r * groups + g) * o_count], static_cast<int>(r),
-                        space_.Nearest(incumbent->options[static_cast<size_t>(c)], replicas),
-                        weight);
-        }
-      }
-    }
   }
   const auto g64 = static_cast<int64_t>(groups), o64 = static_cast<int64_t>(o_count);
   return {at::tensor(option, at::kLong), at::tensor(one_hot, at::kFloat).reshape({g64, o64}),
-          at::tensor(share, at::kFloat).reshape({static_cast<int64_t>(counts), g64, o64}),
-          at::tensor(replica, at::kFloat)};
+          locality_.ConsumerShares(incumbent), at::tensor(replica, at::kFloat)};
 }
 
 at::Tensor PolicyImpl::Finish(at::Tensor logits) const {
@@ -174,23 +113,6 @@ at::Tensor PolicyImpl::OptionLogits(const at::Tensor& states, const at::Tensor& 
   return Finish(logits) + mask;
 }
 
-namespace {
-
-// log((1 - e) p + e u) for log-probabilities `log_p` [..., n] and the uniform distribution u over
-// the choices `allowed` marks (1 or 0, [..., n]).
-at::Tensor Mix(const at::Tensor& log_p, const at::Tensor& allowed, double exploration) {
-  if (exploration <= 0) return log_p;
-  const at::Tensor uniform = allowed / allowed.sum(-1, /*keepdim=*/true);
-  return at::log((1 - exploration) * log_p.exp() + exploration * uniform);
-}
-
-// One choice per row of `log_p`: drawn, or the most likely with `greedy`.
-at::Tensor Choose(const at::Tensor& log_p, bool greedy, at::Generator& generator) {
-  return greedy ? log_p.argmax(-1) : at::multinomial(log_p.exp(), 1, false, generator).squeeze(-1);
-}
-
-}  // namespace
-
 PolicySample PolicyImpl::Sample(int k, const std::optional<Candidate>& incumbent,
                                 at::Generator& generator, bool greedy,
                                 const std::vector<int>* shapes, double exploration) {
@@ -202,13 +124,13 @@ PolicySample PolicyImpl::Sample(int k, const std::optional<Candidate>& incumbent
 
   if (greedy) exploration = 0;
   const at::Tensor replica_log_p =
-      Mix(at::log_softmax(ReplicaLogits(encoding.encoded, inc), -1),
-          at::ones({static_cast<int64_t>(space_.shapes().size())}), exploration);
+      MixExploration(at::log_softmax(ReplicaLogits(encoding.encoded, inc), -1),
+                     at::ones({static_cast<int64_t>(space_.shapes().size())}), exploration);
   at::Tensor shape_index;
   if (shapes != nullptr) {
     shape_index = at::tensor(std::vector<int64_t>(shapes->begin(), shapes->end()), at::kLong);
   } else {
-    shape_index = Choose(replica_log_p.expand({k, -1}), greedy, generator).contiguous();
+    shape_index = ChooseFrom(replica_log_p.expand({k, -1}), greedy, generator).contiguous();
   }
   // Per sample: its shape, and the index of its replica count (masks and traffic shares).
   std::vector<int> shape_of(static_cast<size_t>(k)), r_of(static_cast<size_t>(k));
@@ -223,7 +145,7 @@ PolicySample PolicyImpl::Sample(int k, const std::optional<Candidate>& incumbent
 
   at::Tensor log_prob = at::empty({k, 1 + groups});
   log_prob.select(1, 0).copy_(replica_log_p.index_select(0, shape_index));
-  const at::Tensor masks = option_masks_.index_select(0, replica_index);  // [K, O]
+  const at::Tensor masks = locality_.option_masks().index_select(0, replica_index);  // [K, O]
   const at::Tensor allowed = (masks == 0).to(at::kFloat);
   const at::Tensor consumer_share = inc.consumer_share.index_select(0, replica_index);  // [K,G,O]
 
@@ -256,21 +178,21 @@ PolicySample PolicyImpl::Sample(int k, const std::optional<Candidate>& incumbent
     at::Tensor incumbent_option = inc.option[t].expand({k});
     at::Tensor input = DecoderInputs(previous, shape_index, produced, consumed, incumbent_option);
     std::tie(h, c) = at::lstm_cell(input, {h, c}, w_ih, w_hh, b_ih, b_hh);
-    const at::Tensor log_p =
-        Mix(at::log_softmax(OptionLogits(h, encoding.encoded[t].expand({k, -1}), encoding, produced,
-                                         consumed, inc.one_hot[t].expand({k, -1}), masks),
-                            -1),
-            allowed, exploration);
-    const at::Tensor choice = Choose(log_p, greedy, generator).contiguous();
+    const at::Tensor log_p = MixExploration(
+        at::log_softmax(OptionLogits(h, encoding.encoded[t].expand({k, -1}), encoding, produced,
+                                     consumed, inc.one_hot[t].expand({k, -1}), masks),
+                        -1),
+        allowed, exploration);
+    const at::Tensor choice = ChooseFrom(log_p, greedy, generator).contiguous();
     log_prob.select(1, 1 + t).copy_(log_p.gather(-1, choice.unsqueeze(-1)).squeeze(-1));
     previous = choice;
     const int64_t* chosen = choice.data_ptr<int64_t>();
     for (int64_t i = 0; i < k; ++i) {
       const auto option = static_cast<int>(chosen[i]);
       candidates[static_cast<size_t>(i)].options[static_cast<size_t>(t)] = option;
-      for (const auto& [consumer, weight] : feeds_[static_cast<size_t>(t)]) {
-        AddLocalShare(&producer_share[static_cast<size_t>(consumer * k + i) * o_count],
-                      r_of[static_cast<size_t>(i)], option, weight);
+      for (const auto& [consumer, weight] : locality_.feeds(static_cast<int>(t))) {
+        locality_.AddLocalShare(&producer_share[static_cast<size_t>(consumer * k + i) * o_count],
+                                r_of[static_cast<size_t>(i)], option, weight);
       }
     }
   }
@@ -300,19 +222,19 @@ PolicyScores PolicyImpl::Score(const std::vector<Candidate>& prefixes,
     if (prefix.options.size() != label.options.size()) {
       throw std::invalid_argument("a prefix places another number of groups than its label");
     }
-    const int r = ReplicaIndex(label.replicas);
+    const int r = locality_.ReplicaIndex(label.replicas);
     r_of[static_cast<size_t>(i)] = r;
     shape_of[static_cast<size_t>(i)] = space_.ShapeIndex(label);
     for (int64_t t = 0; t < groups; ++t) {
       const size_t row = static_cast<size_t>(i * groups + t);
       chosen[row] = label.options[static_cast<size_t>(t)];
       if (t > 0) previous[row] = prefix.options[static_cast<size_t>(t - 1)];
-      for (const auto& [producer, weight] : producers_[static_cast<size_t>(t)]) {
+      for (const auto& [producer, weight] : locality_.producers(static_cast<int>(t))) {
         // A prefix option the label's R cannot use (the policy's own decoding under another R)
         // counts as its nearest allowed one.
-        AddLocalShare(&producer_share[row * o_count], r,
-                      space_.Nearest(prefix.options[static_cast<size_t>(producer)], label.replicas),
-                      weight);
+        locality_.AddLocalShare(
+            &producer_share[row * o_count], r,
+            space_.Nearest(prefix.options[static_cast<size_t>(producer)], label.replicas), weight);
       }
     }
   }
@@ -327,8 +249,10 @@ PolicyScores PolicyImpl::Score(const std::vector<Candidate>& prefixes,
                                     shape_index.unsqueeze(1).expand({k, groups}), produced,
                                     consumed, inc.option.unsqueeze(0).expand({k, groups}));
   at::Tensor states = std::get<0>(decoder_->forward(inputs));  // [K, G, Hd]
-  at::Tensor masks =
-      option_masks_.index_select(0, replica_index).unsqueeze(1).expand({k, groups, num_options_});
+  at::Tensor masks = locality_.option_masks()
+                         .index_select(0, replica_index)
+                         .unsqueeze(1)
+                         .expand({k, groups, num_options_});
   at::Tensor log_p = at::log_softmax(
       OptionLogits(states, encoding.encoded.unsqueeze(0).expand({k, -1, -1}), encoding, produced,
                    consumed, inc.one_hot.unsqueeze(0).expand({k, -1, -1}), masks),

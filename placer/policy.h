@@ -38,46 +38,23 @@
 #include "graph/group_features.h"
 #include "graph/grouping.h"
 #include "placer/action_space.h"
+#include "placer/policy_network.h"
 #include "placer/search_options.h"
 
 namespace placer::search {
 
-// Per-decision log-probabilities and entropies of K candidates: column 0 is the shape,
-// column 1 + g group g's option.
-struct PolicyScores {
-  at::Tensor log_prob;  // [K, 1 + G]
-  at::Tensor entropy;   // [K, 1 + G]
-};
-
-struct PolicySample {
-  std::vector<Candidate> candidates;
-  at::Tensor log_prob;  // [K, 1 + G], no gradient: the sampling policy's, for PPO's ratio
-};
-
-class PolicyImpl : public torch::nn::Module {
+class PolicyImpl : public PolicyNetwork {
  public:
   PolicyImpl(const graph::GroupFeatures& features, const ActionSpace& space, PolicyOptions options);
 
-  // Draws `k` candidates without recording gradients; with `greedy`, the most likely decision at
-  // every step instead. `shapes`, when given (one index into ActionSpace::shapes() per sample),
-  // fixes each sample's shape instead of drawing it. With `exploration` = e > 0, every decision is
-  // drawn from (1 - e) * policy + e * uniform over the allowed choices (Post's e-uniform mixing),
-  // so that a policy that has converged still proposes something new; PolicySample::log_prob is
-  // then the mixture's, as an off-policy correction (PPO's ratio) needs.
   PolicySample Sample(int k, const std::optional<Candidate>& incumbent, at::Generator& generator,
                       bool greedy = false, const std::vector<int>* shapes = nullptr,
-                      double exploration = 0);
-
-  // The log-probabilities and entropies of `labels` when the decoder is fed `prefixes` (the
-  // previous option and the producers' options; the replica count is the label's): `prefixes` =
-  // `labels` scores the candidates themselves (teacher forcing); the policy's own samples as
-  // prefixes score the labels' decisions where the policy's own decoding leads. Differentiable;
-  // every step at once (one fused LSTM pass).
+                      double exploration = 0) override;
   PolicyScores Score(const std::vector<Candidate>& prefixes, const std::vector<Candidate>& labels,
-                     const std::optional<Candidate>& incumbent);
+                     const std::optional<Candidate>& incumbent) override;
 
   int num_groups() const { return num_groups_; }
-  const ActionSpace& space() const { return space_; }
+  const ActionSpace& space() const override { return space_; }
 
  private:
   struct IncumbentInputs {
@@ -93,15 +70,6 @@ class PolicyImpl : public torch::nn::Module {
     at::Tensor values;   // [G, A]
   };
   Encoding Encode();
-  int ReplicaIndex(int replicas) const;
-  // Adds to `share` (O floats) the share of traffic `weight` from a neighbour with option
-  // `neighbour` that stays local under each option, with R = replica_counts()[r_index].
-  void AddLocalShare(float* share, int r_index, int neighbour, float weight) const {
-    const float* row =
-        &local_[(static_cast<size_t>(r_index) * num_options_ + static_cast<size_t>(neighbour)) *
-                num_options_];
-    for (int o = 0; o < num_options_; ++o) share[o] += weight * row[o];
-  }
   at::Tensor ReplicaLogits(const at::Tensor& encoded, const IncumbentInputs& incumbent);
   at::Tensor DecoderInputs(const at::Tensor& previous, const at::Tensor& replica_index,
                            const at::Tensor& producer_share, const at::Tensor& consumer_share,
@@ -118,14 +86,7 @@ class PolicyImpl : public torch::nn::Module {
   int num_groups_;
   int num_options_;
   at::Tensor type_ids_, features_;
-  // Per group g: its producers p with p's share of g's incoming bytes; its consumers c with c's
-  // share of g's outgoing bytes; and, to push decoded options forward, its consumers c with g's
-  // share of c's incoming bytes.
-  std::vector<std::vector<std::pair<int, float>>> producers_, consumers_, feeds_;
-  // local_[r][a][b]: with R = replica_counts()[r], the fraction of replicas that a group with
-  // option b runs on the same device as a group with option a.
-  std::vector<float> local_;
-  at::Tensor option_masks_;               // [R counts, O]: 0 where allowed, -1e9 where not
+  LocalityTable locality_;
   std::vector<int> shape_replica_index_;  // per shape: the index of its replica count
 
   torch::nn::Embedding type_embedding_{nullptr};

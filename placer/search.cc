@@ -121,6 +121,8 @@ class Loop {
   // The best the policy sampled since the last refinement slice: that slice's start.
   std::optional<RankedCandidate> recent_;
   EarnedSplit earned_split_;
+  // Seconds per unit of group work and per byte (PolicyNetwork::SetMachine), from the warm starts.
+  std::pair<double, double> machine_{0, 0};
 };
 
 std::vector<Verdict> Loop::Judge(const std::vector<Candidate>& batch, const std::string& phase,
@@ -205,7 +207,18 @@ void Loop::WarmStart() {
     batch.push_back(w.candidate);
     names.push_back(w.name);
   }
-  if (!batch.empty()) Judge(batch, "warm start", names);
+  if (!batch.empty()) {
+    const std::vector<Verdict> verdicts = Judge(batch, "warm start", names);
+    // The machine as the policy sees it: from the fastest valid warm start's busy times.
+    const Verdict* best = nullptr;
+    for (const Verdict& v : verdicts) {
+      if (v.valid && !v.busy.empty() && (best == nullptr || v.seconds < best->seconds)) best = &v;
+    }
+    if (best != nullptr) {
+      machine_ = {SecondsPerWork(p_.features, best->busy), p_.seconds_per_byte};
+      learner_.SetMachine(machine_.first, machine_.second);
+    }
+  }
   // On a slow or busy machine supervised steps can take seconds: imitation must not eat the
   // budget the policy needs to learn from its own samples.
   if (o_.use_policy) {
@@ -342,6 +355,7 @@ void Loop::SaveCheckpoint() {
                           {"warm_started", warm_started_},
                           {"final_rounds", final_rounds_},
                           {"earned_split", earned_split_.SaveState()},
+                          {"machine", {machine_.first, machine_.second}},
                           {"elite", elite},
                           {"recent", recent_ ? ToJson(*recent_) : nlohmann::json()},
                           {"curve", curve},
@@ -361,6 +375,10 @@ void Loop::Restore() {
   warm_started_ = s.at("warm_started");
   final_rounds_ = s.at("final_rounds");
   if (s.contains("earned_split")) earned_split_.LoadState(s.at("earned_split"));
+  if (s.contains("machine")) {
+    machine_ = {s.at("machine").at(0).get<double>(), s.at("machine").at(1).get<double>()};
+    learner_.SetMachine(machine_.first, machine_.second);
+  }
   for (const auto& e : s.at("elite")) {
     elite_.push_back({ParseCandidate(e.at("candidate")), e.at("seconds"), e.at("origin")});
   }

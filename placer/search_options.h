@@ -13,7 +13,21 @@
 
 namespace placer::search {
 
+// Which network proposes placements (placer/policy_network.h): the 2017/2018 papers' seq2seq LSTM,
+// sized by the graph and the machine, or the graph network that fits any graph and device count
+// (what `placer pretrain --policy` trains across graphs).
+enum class PolicyKind { kLstm, kGraph };
+// In enum order (the config's search.policy values).
+inline constexpr std::array<std::string_view, 2> kPolicyKindNames = {"lstm", "graph"};
+
 struct PolicyOptions {
+  PolicyKind kind = PolicyKind::kLstm;
+  // The graph network's (PolicyKind::kGraph): width of its group states and message-passing
+  // rounds over the group graph (Placeto uses 8, DOPPLER 6).
+  int graph_hidden = 64;
+  int message_rounds = 6;
+  // Its pretrained weights (empty: none, a fresh network).
+  std::filesystem::path pretrained_file;
   int hidden_size = 128;  // encoder output (both directions together)
   int decoder_size = 64;  // decoder state
   int type_embedding_size = 16;

@@ -107,27 +107,31 @@ void Collect(const CorpusProblem& p, const PretrainOptions& o, uint64_t seed,
 
 }  // namespace
 
-CorpusInstance::CorpusInstance(const CorpusProblem& p, const PretrainOptions& o) {
+CorpusInstance::CorpusInstance(const CorpusProblem& p, const PretrainOptions& o)
+    : CorpusInstance(
+          [model = p.model](int64_t batch, int64_t normalizer) {
+            return graph::BuildGeneratedModel(model, batch, normalizer);
+          },
+          p.batch, p.devices, p.nvlink, p.hosts, o.max_groups) {}
+
+CorpusInstance::CorpusInstance(const graph::ForwardBuilder& build_forward, int64_t batch,
+                               int device_count, bool nvlink, int hosts, int max_groups) {
   sim::RooflineOptions roofline;
-  if (p.nvlink) roofline.gpu_to_gpu = sim::LinkPresets::Nvlink();
-  if (p.hosts > 1) roofline.gpus_per_host = p.devices / p.hosts;
+  if (nvlink) roofline.gpu_to_gpu = sim::LinkPresets::Nvlink();
+  if (hosts > 1) roofline.gpus_per_host = device_count / hosts;
   costs = std::make_unique<sim::RooflineCostModel>(roofline);
-  for (int i = 0; i < p.devices; ++i) {
+  for (int i = 0; i < device_count; ++i) {
     devices.push_back({"cuda:" + std::to_string(i), graph::DeviceType::kCuda, i, 1, 0});
   }
-  const graph::GeneratedModelOptions model = p.model;
   problem = std::make_unique<SimulatedProblem>(MakeSimulatedProblem(
-      [model](int64_t batch, int64_t normalizer) {
-        return graph::BuildGeneratedModel(model, batch, normalizer);
-      },
-      p.batch, 0.01, {graph::GroupingMethod::kCoarsen, o.max_groups}, devices, *costs,
-      search::ActionSpace::DefaultReplicaCounts(p.devices, p.batch)));
+      build_forward, batch, 0.01, {graph::GroupingMethod::kCoarsen, max_groups}, devices, *costs,
+      search::ActionSpace::DefaultReplicaCounts(device_count, batch)));
   seconds_per_byte = sim::TypicalSecondsPerByte(*costs, devices);
   const search::ActionSpace& space = problem->evaluator->space();
   const auto groups = static_cast<size_t>(problem->num_groups());
   // The starts a search has: one device, data parallelism, and the algorithms' placements.
   starts = {{1, std::vector<int>(groups, space.SingleDeviceOption(0))},
-            {p.devices, std::vector<int>(groups, space.SpreadOption(p.devices))}};
+            {device_count, std::vector<int>(groups, space.SpreadOption(device_count))}};
   const baselines::PlacementProblem placement{&problem->base(), &problem->grouping, devices,
                                               costs.get()};
   for (const char* name : {"m-etf", "metis"}) {

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/data_parallel.h"
 #include "graph/device.h"
 #include "graph/generated_models.h"
 #include "placer/edit_model.h"
@@ -61,6 +62,10 @@ CorpusProblem CorpusProblemFor(const PretrainOptions& options, int iteration, in
 // typical link, and the starts refinement has (one device, data parallelism, m-ETF, METIS).
 struct CorpusInstance {
   CorpusInstance(const CorpusProblem& problem, const PretrainOptions& options);
+  // Any model: `build_forward` at `batch` on `devices` simulated GPUs (NVLink or PCIe, over
+  // `hosts` hosts), coarsened to at most `max_groups` groups.
+  CorpusInstance(const graph::ForwardBuilder& build_forward, int64_t batch, int devices,
+                 bool nvlink, int hosts, int max_groups);
   ~CorpusInstance();
   std::unique_ptr<sim::RooflineCostModel> costs;
   graph::DeviceSet devices;
