@@ -551,8 +551,9 @@ TEST(ConfigTest, TheSchemaStatesTheSearchOptionsDefaults) {
       {"policy", d.policy ? "true" : "false"},
       {"refinement", d.refinement ? "true" : "false"},
       {"edit_proposer", d.edit_proposer},
-      {"budget_split",
-       std::string(search::kBudgetSplitNames[static_cast<size_t>(d.budget_split)])}};
+      {"budget_split", std::string(search::kBudgetSplitNames[static_cast<size_t>(d.budget_split)])},
+      {"policy_network",
+       std::string(search::kPolicyKindNames[static_cast<size_t>(d.policy_network)])}};
   std::ifstream in(fs::path(PLACER_SOURCE_DIR) / "configs" / "SCHEMA.md");
   std::string line;
   bool in_search = false;

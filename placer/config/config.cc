@@ -53,6 +53,9 @@ const std::array kGroupingNames = {
 const std::array kBudgetSplitNames = {
     Named<search::BudgetSplit>{search::BudgetSplit::kFixed, search::kBudgetSplitNames[0]},
     Named<search::BudgetSplit>{search::BudgetSplit::kEarned, search::kBudgetSplitNames[1]}};
+const std::array kPolicyNetworkNames = {
+    Named<search::PolicyKind>{search::PolicyKind::kLstm, search::kPolicyKindNames[0]},
+    Named<search::PolicyKind>{search::PolicyKind::kGraph, search::kPolicyKindNames[1]}};
 
 const std::array kPrecisionNames = {
     Named<sim::Precision>{sim::Precision::kFp32, sim::ToString(sim::Precision::kFp32)},
@@ -272,7 +275,7 @@ SearchConfig ReadSearch(const Value& value) {
               "refinement",    "refinement_rounds", "verify_candidates", "grouping",
               "max_groups",    "micro_batches",     "verify_rounds",     "verify_max_rounds",
               "edit_proposer", "edit_model",        "edit_screening",    "pipeline_replicas",
-              "budget_split"});
+              "budget_split",  "policy_network",    "policy_file"});
   SearchConfig search;
   ReadInteger(mapping, "policy_steps", 0, &search.policy_steps);
   ReadInteger(mapping, "samples_per_step", 2, &search.samples_per_step);
@@ -314,6 +317,16 @@ SearchConfig ReadSearch(const Value& value) {
   }
   ReadInteger(mapping, "refinement_rounds", 0, &search.refinement_rounds);
   ReadChoice(mapping, "budget_split", "budget split", kBudgetSplitNames, &search.budget_split);
+  ReadChoice(mapping, "policy_network", "policy network", kPolicyNetworkNames,
+             &search.policy_network);
+  if (const Value* file = mapping.Find("policy_file")) {
+    search.policy_file = ToString(*file);
+    if (search.policy_network != search::PolicyKind::kGraph) {
+      file->Fail(
+          "a pretrained policy file is read by the graph policy only "
+          "(search.policy_network: graph)");
+    }
+  }
   if (const Value* proposer = mapping.Find("edit_proposer")) {
     search.edit_proposer = ToString(*proposer);
     if (std::find(search::kEditProposalNames.begin(), search::kEditProposalNames.end(),

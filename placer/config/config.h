@@ -153,6 +153,12 @@ struct SearchConfig {
   // search.budget_split: how the policy and refinement share the budget ("fixed" or "earned",
   // placer/search_options.h).
   search::BudgetSplit budget_split = kSearchDefaults.budget_split;
+  // search.policy_network: "lstm" (the 2017/2018 papers' seq2seq network) or "graph" (the graph
+  // network of placer/graph_policy.h, for any graph and device count); search.policy_file: the
+  // graph network's pretrained weights (`placer pretrain --policy`), relative to the config's
+  // directory; empty: a fresh network.
+  search::PolicyKind policy_network = kSearchDefaults.policy.kind;
+  std::filesystem::path policy_file;
   // search.edit_proposer: which of refinement's random edits get judged (placer/edit_proposer.h):
   // "uniform" (all, as drawn), "estimate" (the hand-written ranking) or "learned" (the scorer
   // of search.edit_model, trained by `placer pretrain`).

@@ -17,6 +17,7 @@
 
 #include "graph/micro_batches.h"
 #include "placer/edit_model.h"
+#include "placer/graph_policy.h"
 #include "placer/setup/devices.h"
 #include "placer/setup/input_error.h"
 #include "placer/setup/model_factory.h"
@@ -276,7 +277,27 @@ std::filesystem::path EditModelFileOf(const config::Config& config) {
   return file.is_relative() ? config.source.parent_path() / file : file;
 }
 
+std::filesystem::path PolicyFileOf(const config::Config& config) {
+  const std::filesystem::path& file = config.search.policy_file;
+  if (file.empty()) return {};
+  return file.is_relative() ? config.source.parent_path() / file : file;
+}
+
 namespace {
+
+// A pretrained policy that cannot be read is refused as bad input before any work.
+void CheckPolicyFile(const config::Config& config) {
+  const std::filesystem::path file = PolicyFileOf(config);
+  if (file.empty()) return;
+  try {
+    search::PolicyOptions options;
+    options.kind = search::PolicyKind::kGraph;
+    search::GraphPolicyImpl(options).LoadWeights(file);
+  } catch (const std::runtime_error& error) {
+    throw InputError(
+        fmt::format("{}: search.policy_file: {}", config.source.string(), error.what()));
+  }
+}
 
 // A learned scorer that cannot be read is refused as bad input before any work, not mid-search.
 void CheckEditModel(const config::Config& config) {
@@ -297,6 +318,7 @@ std::unique_ptr<SearchSetup> BuildSearchSetup(const config::Config& config, std:
   auto s = std::make_unique<SearchSetup>();
   s->config = config;
   CheckEditModel(config);
+  CheckPolicyFile(config);
   s->devices = setup::ResolveDevices(config);
   s->names = graph::DeviceNames(s->devices);
   const bool measured = config.search.evaluator == config::EvaluatorKind::kMeasured;
@@ -434,6 +456,8 @@ search::SearchOptions SearchOptionsFor(const SearchSetup& setup) {
   o.budget_split = c.budget_split;
   o.checkpoint_every = c.checkpoint_every;
   o.policy.hidden_size = c.hidden_size;
+  o.policy.kind = c.policy_network;
+  o.policy.pretrained_file = PolicyFileOf(setup.config);
   o.policy.temperature = c.temperature;
   o.policy.tanh_clip = c.tanh_clip;
   o.learner.learning_rate = c.learning_rate;

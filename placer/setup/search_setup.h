@@ -112,6 +112,8 @@ search::SearchOptions SearchOptionsFor(const SearchSetup& setup);
 // (InputError naming the config, the key and the file when it cannot be read or is of another
 // version or shape).
 std::filesystem::path EditModelFileOf(const config::Config& config);
+// search.policy_file resolved against the config's directory (empty: none).
+std::filesystem::path PolicyFileOf(const config::Config& config);
 search::RunIdentity RunIdentityFor(const SearchSetup& setup);
 
 // The warm starts that are no baseline's row, for the final side-by-side judgement: `scaled_out`,
