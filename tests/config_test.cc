@@ -123,6 +123,24 @@ TEST(ConfigTest, GroupingDefaultsToCoarseningTo256Groups) {
   EXPECT_EQ(config.search.max_groups, 64);
 }
 
+// The policy's network: the LSTM by default; a pretrained file only for the graph policy.
+TEST(ConfigTest, PolicyNetworkDefaultsToTheLstmAndOnlyTheGraphPolicyReadsAFile) {
+  EXPECT_EQ(ParseConfig(kMinimal, "d.yaml").search.policy_network, search::PolicyKind::kLstm);
+  const Config graph = ParseConfig(
+      std::string(kMinimal) + "search:\n  policy_network: graph\n  policy_file: p.pt\n", "g.yaml");
+  EXPECT_EQ(graph.search.policy_network, search::PolicyKind::kGraph);
+  EXPECT_EQ(graph.search.policy_file, "p.pt");
+  try {
+    ParseConfig(std::string(kMinimal) + "search:\n  policy_file: p.pt\n", "lstm.yaml");
+    FAIL() << "an LSTM policy took a pretrained file";
+  } catch (const ConfigError& error) {
+    EXPECT_NE(std::string(error.what()).find("policy_file"), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("lstm.yaml"), std::string::npos) << error.what();
+  }
+  EXPECT_THROW(ParseConfig(std::string(kMinimal) + "search:\n  policy_network: gnn\n", "x.yaml"),
+               ConfigError);
+}
+
 // The closing side-by-side's rounds: 3, up to 10 while tied; a minimum above the default budget
 // raises the budget with it.
 TEST(ConfigTest, VerifyRoundsDefaultToThreeUpToTenAndTheBudgetFollowsTheMinimum) {
