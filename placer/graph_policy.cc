@@ -28,6 +28,7 @@ struct GraphPolicyImpl::Bound {
   at::Tensor share;                        // [R counts, O, D]
   at::Tensor spread;                       // [R counts, O]
   at::Tensor width;                        // [R counts, O, 2]
+  at::Tensor first_device;                 // [O] int64: each option's first device
   std::vector<int> shape_replica_index;    // per shape
   double total_work = 0;
   std::vector<float> share_values;                                  // share, flat
@@ -235,6 +236,10 @@ void GraphPolicyImpl::Bind(const graph::GroupFeatures& f, const ActionSpace& spa
              d64 = static_cast<int64_t>(d);
   b->share = at::tensor(share, at::kFloat).reshape({c64, o64, d64});
   b->share_values = share;
+  std::vector<int64_t> first(o);
+  for (size_t option = 0; option < o; ++option)
+    first[option] = space.options()[option].first_device;
+  b->first_device = at::tensor(first, at::kLong);
   b->spread = at::tensor(spread, at::kFloat).reshape({c64, o64});
   b->width = at::tensor(width, at::kFloat).reshape({c64, o64, 2});
   for (const StepShape& shape : space.shapes()) {
@@ -361,10 +366,20 @@ at::Tensor GraphPolicyImpl::OptionFeatures(const Decisions& d) const {
   const at::Tensor lengthens = (machine_peak - peak_before) / work.clamp_min(1e-6);
   const at::Tensor cut = at::log1p(d.cut_ratio.unsqueeze(-1) * (1 - d.produced));
   const at::Tensor sync = at::log1p(d.sync_ratio.unsqueeze(-1) * d.spread);
+  // Devices are interchangeable up to their links: a fresh option (no group on its devices yet)
+  // and the lowest unused device are what "open another device" means in any numbering of them
+  // (pretraining's labels number devices in the order their groups come).
+  const at::Tensor unused = d.load <= 0;  // [..., D]
+  const at::Tensor fresh =
+      (d.share > 0).logical_and(unused.unsqueeze(-2).logical_not()).any(-1).logical_not();
+  const at::Tensor lowest_unused = unused.to(at::kFloat).argmax(-1, /*keepdim=*/true);
+  const at::Tensor lowest_fresh =
+      fresh.logical_and(bound().first_device.eq(lowest_unused)).to(at::kFloat);
   return at::stack(
       {d.width.select(-1, 0), d.width.select(-1, 1), d.produced, d.consumed, d.incumbent,
        d.previous, at::log1p(option_peak), at::log1p(peak_before).expand_as(option_peak),
-       lengthens.clamp(0, 1), cut, sync, d.timing.select(-1, 0), d.timing.select(-1, 1)},
+       lengthens.clamp(0, 1), cut, sync, d.timing.select(-1, 0), d.timing.select(-1, 1),
+       fresh.to(at::kFloat), lowest_fresh},
       -1);
 }
 

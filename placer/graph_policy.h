@@ -16,7 +16,8 @@
 //             the incumbent's and the previous group's choice, the peak load of the option's
 //             devices and of the machine after adding the group, the share of the group's work
 //             that would lengthen the busiest device, the traffic a cut and the all-reduce of a
-//             spread would cost against the group's work.
+//             spread would cost against the group's work, whether its devices are still unused
+//             and whether it opens the lowest unused device.
 // Devices enter only through these features, so the weights are the same for 2 or 16 devices;
 // groups only through the message passing, so the same for 10 or 1,000 groups.
 #pragma once
@@ -60,9 +61,9 @@ class GraphPolicyImpl : public PolicyNetwork {
   void SaveWeights(const std::filesystem::path& file) const;
   void LoadWeights(const std::filesystem::path& file);
 
-  static constexpr int kVersion = 1;
+  static constexpr int kVersion = 2;
   static constexpr int kNodeFeatures = 16;
-  static constexpr int kOptionFeatures = 13;
+  static constexpr int kOptionFeatures = 15;
   static constexpr int kShapeFeatures = 7;
 
  private:

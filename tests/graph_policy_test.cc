@@ -234,3 +234,24 @@ TEST(GraphPolicyPretrainingTest, AStoppedPretrainingResumesToTheSameNetwork) {
 
 }  // namespace
 }  // namespace placer
+
+namespace placer {
+namespace {
+
+TEST(GraphPolicyPretrainingTest, LabelsNumberDevicesInTheOrderTheirGroupsComeWhereTheSpaceAllows) {
+  const search::ActionSpace space(4, {1, 2, 4});
+  const Candidate single{1, {2, 2, 0, 3}};
+  const std::optional<Candidate> renumbered = setup::CanonicalDeviceOrder(space, single);
+  ASSERT_TRUE(renumbered);
+  EXPECT_EQ(renumbered->options, (std::vector<int>{0, 0, 1, 2}));
+  // Already in order: unchanged.
+  EXPECT_EQ(setup::CanonicalDeviceOrder(space, *renumbered), renumbered);
+  // Two replicas on the width-2 option {1, 3} then the single device 3: the pair becomes {0, 1}
+  // only if the space has that option (it has {0, 2} and {1, 3}): not renumbered.
+  const Candidate spread{2, {space.BestMatch({1, 3}), space.SingleDeviceOption(3)}};
+  ASSERT_EQ(space.DeviceOf(spread.options[0], 1, 2), 3);
+  EXPECT_FALSE(setup::CanonicalDeviceOrder(space, spread));
+}
+
+}  // namespace
+}  // namespace placer

@@ -2,7 +2,8 @@
 // machines, offline, at simulator speed, by expert iteration (issue 27):
 //   label     per corpus problem, refinement from the best of its baselines (and, after the
 //             first iteration, from the policy's own greedy answer: the policy seeds better
-//             labels); the fastest placement known is the problem's label;
+//             labels); the fastest placement known, its devices renumbered in the order its
+//             groups use them where that is no slower, is the problem's label;
 //   imitate   the one network, bound to each problem in turn, raises the probability of its
 //             label, teacher-forced and along its own decoding (DAgger-like), for some epochs;
 //   repeat    with the network just trained.
@@ -17,10 +18,12 @@
 #include <filesystem>
 #include <functional>
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "graph/data_parallel.h"
+#include "placer/action_space.h"
 #include "placer/search_options.h"
 #include "placer/setup/pretraining.h"
 
@@ -51,6 +54,14 @@ struct PolicyPretrainOptions {
 // `problems` of the generated families (graph/generated_models.h) drawn as `placer pretrain`'s
 // edit corpus draws them from `corpus` (blocks, device counts, batches, seed).
 std::vector<PolicyCorpusProblem> GeneratedPolicyCorpus(const PretrainOptions& corpus, int problems);
+
+// `c` with its devices renumbered in the order its groups first use them (replica by replica),
+// when every option has a renumbered counterpart (none otherwise): devices are interchangeable
+// up to their links, and labels that number them arbitrarily teach a policy to spread its
+// probability over equivalent devices, which its greedy answer then never picks. Pretraining
+// keeps a label renumbered where the simulator finds it no slower.
+std::optional<search::Candidate> CanonicalDeviceOrder(const search::ActionSpace& space,
+                                                      const search::Candidate& c);
 
 struct PolicyPretrainProgress {
   int iteration = 0;            // just finished
