@@ -1,12 +1,13 @@
 // The graph policy (placer/graph_policy.h) pretrained across generated graphs, and its first
 // answer on models it never saw (issue 27's zero-shot row).
 //
-//   graph_policy_bench pretrain DIR PROBLEMS ITERATIONS ROUNDS EPOCHS [MAX_GROUPS]
+//   graph_policy_bench pretrain DIR PROBLEMS ITERATIONS ROUNDS EPOCHS [MAX_GROUPS [pipelines]]
 //     PretrainPolicy on PROBLEMS generated problems (placer/setup/pretraining.h's corpus: the
 //     five generated families, 10-120 blocks, 2/4/8 simulated GPUs, PCIe or NVLink, one host or
 //     two, batches 32-512; coarsened to MAX_GROUPS groups, 64 by default); writes
-//     DIR/graph_policy.pt.
-//   graph_policy_bench validate POLICY PROBLEMS MAX_GROUPS
+//     DIR/graph_policy.pt. With "pipelines", each problem's space has the search's default
+//     micro-batch counts too.
+//   graph_policy_bench validate POLICY PROBLEMS MAX_GROUPS [pipelines]
 //     The same on generated problems of a seed no pretraining uses (up to 600 blocks, coarsened
 //     to MAX_GROUPS groups): where the policy and its pretraining are tried, never on issue 27's
 //     held-out set. Prints each answer's shape beside the best baseline's.
@@ -40,7 +41,7 @@ using namespace placer;
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
 int Pretrain(int argc, char** argv) {
-  if (argc != 7 && argc != 8) return 2;
+  if (argc < 7 || argc > 9) return 2;
   setup::PretrainOptions corpus;
   corpus.batches = {32, 64, 128, 256, 512};
   setup::PolicyPretrainOptions o;
@@ -48,8 +49,9 @@ int Pretrain(int argc, char** argv) {
   o.iterations = std::stoi(argv[4]);
   o.refine_rounds = std::stoi(argv[5]);
   o.epochs = std::stoi(argv[6]);
-  if (argc == 8) o.max_groups = std::stoi(argv[7]);
-  const auto problems = setup::GeneratedPolicyCorpus(corpus, std::stoi(argv[3]));
+  if (argc >= 8) o.max_groups = std::stoi(argv[7]);
+  const bool pipelines = argc == 9 && std::string(argv[8]) == "pipelines";
+  const auto problems = setup::GeneratedPolicyCorpus(corpus, std::stoi(argv[3]), pipelines);
   setup::PretrainPolicy(problems, o, argv[2], std::cout);
   return 0;
 }
@@ -141,24 +143,26 @@ int ZeroShot(int argc, char** argv) {
 }
 
 int Validate(int argc, char** argv) {
-  if (argc != 5) return 2;
+  if (argc != 5 && argc != 6) return 2;
   Policies p(argv[2]);
   setup::PretrainOptions corpus;
   corpus.seed = 977;  // no pretraining run uses it
   corpus.max_blocks = 600;
-  corpus.max_groups = std::stoi(argv[4]);
   corpus.batches = {32, 128, 512};
+  const int max_groups = std::stoi(argv[4]);
+  const bool pipelines = argc == 6 && std::string(argv[5]) == "pipelines";
   Header();
   Tally tally;
-  for (int i = 0; i < std::stoi(argv[3]); ++i) {
-    const setup::CorpusProblem c = setup::CorpusProblemFor(corpus, 0, i);
-    const setup::CorpusInstance instance(c, corpus);
+  for (const setup::PolicyCorpusProblem& c :
+       setup::GeneratedPolicyCorpus(corpus, std::stoi(argv[3]), pipelines)) {
+    const setup::CorpusInstance instance(c.build_forward, c.batch, c.devices, c.nvlink, c.hosts,
+                                         max_groups, c.micro_batches);
     search::SearchProblem problem = instance.problem->Problem();
     problem.seconds_per_byte = instance.seconds_per_byte;
     for (size_t s = 0; s < instance.starts.size(); ++s) {
       problem.warm_starts.push_back({fmt::format("start {}", s), instance.starts[s]});
     }
-    Row(c.Describe(), problem, *p.pretrained, *p.untrained, tally);
+    Row(c.name, problem, *p.pretrained, *p.untrained, tally);
   }
   Summary(tally);
   return 0;
@@ -173,11 +177,11 @@ int main(int argc, char** argv) {
   if (mode == "zeroshot") rc = ZeroShot(argc, argv);
   if (mode == "validate") rc = Validate(argc, argv);
   if (rc == 2) {
-    fmt::print(
-        stderr,
-        "usage: graph_policy_bench pretrain DIR PROBLEMS ITERATIONS ROUNDS EPOCHS [MAX_GROUPS]\n"
-        "       graph_policy_bench validate POLICY PROBLEMS MAX_GROUPS\n"
-        "       graph_policy_bench zeroshot POLICY CONFIG...\n");
+    fmt::print(stderr,
+               "usage: graph_policy_bench pretrain DIR PROBLEMS ITERATIONS ROUNDS EPOCHS "
+               "[MAX_GROUPS [pipelines]]\n"
+               "       graph_policy_bench validate POLICY PROBLEMS MAX_GROUPS [pipelines]\n"
+               "       graph_policy_bench zeroshot POLICY CONFIG...\n");
   }
   return rc;
 }

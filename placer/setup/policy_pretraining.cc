@@ -72,7 +72,7 @@ bool HeldBack(const PolicyPretrainOptions& o, size_t index) {
 void Label(const PolicyCorpusProblem& p, const PolicyPretrainOptions& o, int iteration,
            size_t index, search::GraphPolicyImpl* policy, Labelled& out) {
   const CorpusInstance instance(p.build_forward, p.batch, p.devices, p.nvlink, p.hosts,
-                                o.max_groups);
+                                o.max_groups, p.micro_batches);
   const SimulatedProblem& problem = *instance.problem;
   const search::JudgeBatch judge = JudgeWith(*problem.evaluator);
   const std::vector<search::Judgement> starts = judge(instance.starts);
@@ -124,7 +124,7 @@ void Label(const PolicyCorpusProblem& p, const PolicyPretrainOptions& o, int ite
 double GreedyRatio(const PolicyCorpusProblem& p, const PolicyPretrainOptions& o,
                    search::GraphPolicyImpl& policy, const Labelled& l) {
   const CorpusInstance instance(p.build_forward, p.batch, p.devices, p.nvlink, p.hosts,
-                                o.max_groups);
+                                o.max_groups, p.micro_batches);
   policy.Bind(l.features, *l.space);
   policy.SetMachine(l.seconds_per_work, l.seconds_per_byte);
   at::Generator generator = at::detail::createCPUGenerator(o.seed);
@@ -223,16 +223,18 @@ std::optional<search::Candidate> CanonicalDeviceOrder(const search::ActionSpace&
   return out;
 }
 
-std::vector<PolicyCorpusProblem> GeneratedPolicyCorpus(const PretrainOptions& corpus,
-                                                       int problems) {
+std::vector<PolicyCorpusProblem> GeneratedPolicyCorpus(const PretrainOptions& corpus, int problems,
+                                                       bool pipelines) {
   std::vector<PolicyCorpusProblem> out;
   for (int i = 0; i < problems; ++i) {
     const CorpusProblem p = CorpusProblemFor(corpus, 0, i);
-    out.push_back({p.Describe(),
+    std::vector<int> micro_batches = {1};
+    if (pipelines) micro_batches = search::ActionSpace::DefaultMicroBatchCounts(p.batch, 0);
+    out.push_back({p.Describe() + (pipelines ? ", with pipelines" : ""),
                    [model = p.model](int64_t batch, int64_t normalizer) {
                      return graph::BuildGeneratedModel(model, batch, normalizer);
                    },
-                   p.batch, p.devices, p.nvlink, p.hosts});
+                   p.batch, p.devices, p.nvlink, p.hosts, micro_batches});
   }
   return out;
 }

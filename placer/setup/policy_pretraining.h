@@ -37,6 +37,8 @@ struct PolicyCorpusProblem {
   int devices = 2;
   bool nvlink = false;
   int hosts = 1;
+  // Above 1: one-replica pipelines in its action space, as the search has them by default.
+  std::vector<int> micro_batches = {1};
 };
 
 struct PolicyPretrainOptions {
@@ -52,8 +54,10 @@ struct PolicyPretrainOptions {
 };
 
 // `problems` of the generated families (graph/generated_models.h) drawn as `placer pretrain`'s
-// edit corpus draws them from `corpus` (blocks, device counts, batches, seed).
-std::vector<PolicyCorpusProblem> GeneratedPolicyCorpus(const PretrainOptions& corpus, int problems);
+// edit corpus draws them from `corpus` (blocks, device counts, batches, seed, groups), each with
+// the search's default micro-batch counts (1, 2, 4, 8 that divide its batch) when `pipelines`.
+std::vector<PolicyCorpusProblem> GeneratedPolicyCorpus(const PretrainOptions& corpus, int problems,
+                                                       bool pipelines = false);
 
 // `c` with its devices renumbered in the order its groups first use them (replica by replica),
 // when every option has a renumbered counterpart (none otherwise): devices are interchangeable

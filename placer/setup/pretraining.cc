@@ -115,7 +115,8 @@ CorpusInstance::CorpusInstance(const CorpusProblem& p, const PretrainOptions& o)
           p.batch, p.devices, p.nvlink, p.hosts, o.max_groups) {}
 
 CorpusInstance::CorpusInstance(const graph::ForwardBuilder& build_forward, int64_t batch,
-                               int device_count, bool nvlink, int hosts, int max_groups) {
+                               int device_count, bool nvlink, int hosts, int max_groups,
+                               const std::vector<int>& micro_batch_counts) {
   sim::RooflineOptions roofline;
   if (nvlink) roofline.gpu_to_gpu = sim::LinkPresets::Nvlink();
   if (hosts > 1) roofline.gpus_per_host = device_count / hosts;
@@ -125,7 +126,7 @@ CorpusInstance::CorpusInstance(const graph::ForwardBuilder& build_forward, int64
   }
   problem = std::make_unique<SimulatedProblem>(MakeSimulatedProblem(
       build_forward, batch, 0.01, {graph::GroupingMethod::kCoarsen, max_groups}, devices, *costs,
-      search::ActionSpace::DefaultReplicaCounts(device_count, batch)));
+      search::ActionSpace::DefaultReplicaCounts(device_count, batch), micro_batch_counts));
   seconds_per_byte = sim::TypicalSecondsPerByte(*costs, devices);
   const search::ActionSpace& space = problem->evaluator->space();
   const auto groups = static_cast<size_t>(problem->num_groups());

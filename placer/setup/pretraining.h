@@ -64,8 +64,10 @@ struct CorpusInstance {
   CorpusInstance(const CorpusProblem& problem, const PretrainOptions& options);
   // Any model: `build_forward` at `batch` on `devices` simulated GPUs (NVLink or PCIe, over
   // `hosts` hosts), coarsened to at most `max_groups` groups.
+  // `micro_batch_counts` above 1 add one-replica pipelines to its action space.
   CorpusInstance(const graph::ForwardBuilder& build_forward, int64_t batch, int devices,
-                 bool nvlink, int hosts, int max_groups);
+                 bool nvlink, int hosts, int max_groups,
+                 const std::vector<int>& micro_batch_counts = {1});
   ~CorpusInstance();
   std::unique_ptr<sim::RooflineCostModel> costs;
   graph::DeviceSet devices;
