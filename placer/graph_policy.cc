@@ -11,30 +11,11 @@
 #include <set>
 #include <stdexcept>
 
+#include "placer/graph_policy_inputs.h"
+
 namespace placer::search {
 
 // What the policy knows of the graph and space it is bound to (the weights know neither).
-struct GraphPolicyImpl::Bound {
-  Bound(const graph::GroupFeatures& f, const ActionSpace& s) : space(s), locality(f, s) {}
-  ActionSpace space;
-  LocalityTable locality;
-  int groups = 0, options = 0, devices = 0;
-  std::vector<double> work, out_bytes, param_bytes, in_bytes;
-  std::vector<double> top, bottom;  // levels over the group DAG, in work
-  double critical = 1;
-  std::vector<int> in_degree, out_degree;
-  at::Tensor in_adjacency, out_adjacency;  // [G, G]: rows of producers' / consumers' shares
-  at::Tensor work_units;                   // [G]: work / (total work / D)
-  at::Tensor share;                        // [R counts, O, D]
-  at::Tensor spread;                       // [R counts, O]
-  at::Tensor width;                        // [R counts, O, 2]
-  at::Tensor first_device;                 // [O] int64: each option's first device
-  std::vector<int> shape_replica_index;    // per shape
-  double total_work = 0;
-  std::vector<float> share_values;                                  // share, flat
-  std::vector<std::vector<std::pair<int, double>>> producer_bytes;  // per group
-};
-
 namespace {
 
 double MeanOf(const std::vector<double>& v) {
@@ -46,75 +27,6 @@ float LogRatio(double value, double scale) {
 }
 
 }  // namespace
-
-// A list-scheduling estimate of the placement being decoded, as m-ETF's: each device runs its
-// groups in decoding order; a group starts when its device is free and its inputs have arrived
-// (a producer elsewhere sends its bytes over a typical link). Times are in units of the mean
-// device load (total work / D), the unit of the load features.
-class GraphPolicyImpl::FinishEstimate {
- public:
-  FinishEstimate(const Bound& b, int r_index, double units_per_byte)
-      : b_(b),
-        r_(r_index),
-        units_per_byte_(units_per_byte),
-        available_(static_cast<size_t>(b.devices), 0.0),
-        finish_(static_cast<size_t>(b.groups), 0.0) {}
-
-  // Group t's estimated finish under each option (`out`: O values), its producers placed as
-  // `options` says.
-  void Finishes(int t, const std::vector<int>& options, std::vector<double>& out) const {
-    out.resize(static_cast<size_t>(b_.options));
-    for (int o = 0; o < b_.options; ++o) out[static_cast<size_t>(o)] = Finish(t, options, o);
-  }
-  // Places group t on `option`.
-  void Commit(int t, const std::vector<int>& options, int option) {
-    const double ready = Ready(t, options, option);
-    const double work = b_.work_units.data_ptr<float>()[t];
-    for (int d = 0; d < b_.devices; ++d) {
-      const float share = Share(option, d);
-      if (share <= 0) continue;
-      double& free = available_[static_cast<size_t>(d)];
-      free = std::max(free, ready) + work * share;
-    }
-    finish_[static_cast<size_t>(t)] = Finish(t, options, option, /*committed=*/true);
-  }
-  double makespan() const { return *std::max_element(available_.begin(), available_.end()); }
-
- private:
-  float Share(int option, int device) const {
-    return b_.share_values[(static_cast<size_t>(r_) * static_cast<size_t>(b_.options) +
-                            static_cast<size_t>(option)) *
-                               static_cast<size_t>(b_.devices) +
-                           static_cast<size_t>(device)];
-  }
-  double Ready(int t, const std::vector<int>& options, int option) const {
-    double ready = 0;
-    for (const auto& [p, bytes] : b_.producer_bytes[static_cast<size_t>(t)]) {
-      const double remote = 1.0 - b_.locality.Local(r_, options[static_cast<size_t>(p)], option);
-      ready = std::max(ready, finish_[static_cast<size_t>(p)] + bytes * units_per_byte_ * remote);
-    }
-    return ready;
-  }
-  double Finish(int t, const std::vector<int>& options, int option, bool committed = false) const {
-    const double ready = Ready(t, options, option);
-    const double work = b_.work_units.data_ptr<float>()[t];
-    double finish = ready;
-    for (int d = 0; d < b_.devices; ++d) {
-      const float share = Share(option, d);
-      if (share <= 0) continue;
-      // Once committed, the device's availability already includes the group.
-      const double free = available_[static_cast<size_t>(d)];
-      finish = std::max(finish, committed ? free : std::max(free, ready) + work * share);
-    }
-    return finish;
-  }
-
-  const Bound& b_;
-  int r_;
-  double units_per_byte_;
-  std::vector<double> available_, finish_;
-};
-
 GraphPolicyImpl::GraphPolicyImpl(PolicyOptions options) : options_(options) {
   const int h = options.graph_hidden;
   if (h < 1 || options.message_rounds < 0) {
@@ -145,7 +57,7 @@ GraphPolicyImpl::GraphPolicyImpl(const graph::GroupFeatures& features, const Act
   Bind(features, space);
 }
 
-const GraphPolicyImpl::Bound& GraphPolicyImpl::bound() const {
+const GraphPolicyInputs& GraphPolicyImpl::bound() const {
   if (!bound_) throw std::logic_error("the graph policy is bound to no graph");
   return *bound_;
 }
@@ -153,99 +65,7 @@ const GraphPolicyImpl::Bound& GraphPolicyImpl::bound() const {
 const ActionSpace& GraphPolicyImpl::space() const { return bound().space; }
 
 void GraphPolicyImpl::Bind(const graph::GroupFeatures& f, const ActionSpace& space) {
-  auto b = std::make_shared<Bound>(f, space);
-  const int groups = static_cast<int>(f.type_ids.size());
-  const auto gs = static_cast<size_t>(groups);
-  b->groups = groups;
-  b->options = space.num_options();
-  b->devices = space.num_devices();
-  b->work = GroupWork(f);
-  b->out_bytes.assign(gs, 0);
-  b->param_bytes.assign(gs, 0);
-  b->in_bytes.assign(gs, 0);
-  for (size_t g = 0; g < gs; ++g) {
-    if (g < f.output_bytes.size()) b->out_bytes[g] = f.output_bytes[g];
-    if (g < f.param_bytes.size()) b->param_bytes[g] = f.param_bytes[g];
-  }
-  b->in_degree.assign(gs, 0);
-  b->out_degree.assign(gs, 0);
-  std::vector<float> in_adj(gs * gs, 0.0f), out_adj(gs * gs, 0.0f);
-  for (int g = 0; g < groups; ++g) {
-    for (const auto& [p, w] : b->locality.producers(g)) {
-      in_adj[static_cast<size_t>(g) * gs + static_cast<size_t>(p)] += w;
-    }
-    for (const auto& [c, w] : b->locality.consumers(g)) {
-      out_adj[static_cast<size_t>(g) * gs + static_cast<size_t>(c)] += w;
-    }
-  }
-  for (const graph::GroupEdge& e : f.edges) {
-    b->in_bytes[static_cast<size_t>(e.to)] += static_cast<double>(e.bytes);
-    ++b->in_degree[static_cast<size_t>(e.to)];
-    ++b->out_degree[static_cast<size_t>(e.from)];
-  }
-  // Levels: groups are numbered topologically and the edges sorted by (from, to).
-  b->top.assign(gs, 0);
-  b->bottom = b->work;
-  for (const graph::GroupEdge& e : f.edges) {
-    const auto from = static_cast<size_t>(e.from), to = static_cast<size_t>(e.to);
-    b->top[to] = std::max(b->top[to], b->top[from] + b->work[from]);
-  }
-  for (auto it = f.edges.rbegin(); it != f.edges.rend(); ++it) {
-    const auto from = static_cast<size_t>(it->from), to = static_cast<size_t>(it->to);
-    b->bottom[from] = std::max(b->bottom[from], b->work[from] + b->bottom[to]);
-  }
-  b->critical = 1;
-  for (size_t g = 0; g < gs; ++g) b->critical = std::max(b->critical, b->top[g] + b->bottom[g]);
-  const auto g64 = static_cast<int64_t>(groups);
-  b->in_adjacency = at::tensor(in_adj, at::kFloat).reshape({g64, g64});
-  b->out_adjacency = at::tensor(out_adj, at::kFloat).reshape({g64, g64});
-  const double total = std::accumulate(b->work.begin(), b->work.end(), 0.0);
-  b->total_work = total;
-  b->producer_bytes.resize(gs);
-  for (const graph::GroupEdge& e : f.edges) {
-    b->producer_bytes[static_cast<size_t>(e.to)].emplace_back(e.from, static_cast<double>(e.bytes));
-  }
-  std::vector<float> units(gs);
-  for (size_t g = 0; g < gs; ++g) {
-    units[g] = static_cast<float>(b->work[g] / (total / b->devices));
-  }
-  b->work_units = at::tensor(units, at::kFloat);
-
-  const size_t counts = space.replica_counts().size();
-  const auto o = static_cast<size_t>(b->options), d = static_cast<size_t>(b->devices);
-  std::vector<float> share(counts * o * d, 0.0f), spread(counts * o, 0.0f),
-      width(counts * o * 2, 0.0f);
-  for (size_t r = 0; r < counts; ++r) {
-    const int replicas = space.replica_counts()[r];
-    for (size_t option = 0; option < o; ++option) {
-      std::set<int> on;
-      for (int replica = 0; replica < replicas; ++replica) {
-        const int device = space.DeviceOf(static_cast<int>(option), replica, replicas);
-        on.insert(device);
-        share[(r * o + option) * d + static_cast<size_t>(device)] +=
-            1.0f / static_cast<float>(replicas);
-      }
-      const auto k = static_cast<float>(on.size());
-      spread[r * o + option] = (k - 1) / k;
-      const auto w = static_cast<float>(space.options()[option].width);
-      width[(r * o + option) * 2] = w / static_cast<float>(b->devices);
-      width[(r * o + option) * 2 + 1] = w / static_cast<float>(replicas);
-    }
-  }
-  const auto c64 = static_cast<int64_t>(counts), o64 = static_cast<int64_t>(o),
-             d64 = static_cast<int64_t>(d);
-  b->share = at::tensor(share, at::kFloat).reshape({c64, o64, d64});
-  b->share_values = share;
-  std::vector<int64_t> first(o);
-  for (size_t option = 0; option < o; ++option)
-    first[option] = space.options()[option].first_device;
-  b->first_device = at::tensor(first, at::kLong);
-  b->spread = at::tensor(spread, at::kFloat).reshape({c64, o64});
-  b->width = at::tensor(width, at::kFloat).reshape({c64, o64, 2});
-  for (const StepShape& shape : space.shapes()) {
-    b->shape_replica_index.push_back(b->locality.ReplicaIndex(shape.replicas));
-  }
-  bound_ = std::move(b);
+  bound_ = std::make_shared<const GraphPolicyInputs>(f, space);
 }
 
 void GraphPolicyImpl::SetMachine(double seconds_per_work, double seconds_per_byte) {
@@ -254,7 +74,7 @@ void GraphPolicyImpl::SetMachine(double seconds_per_work, double seconds_per_byt
 }
 
 at::Tensor GraphPolicyImpl::NodeFeatures() const {
-  const Bound& b = bound();
+  const GraphPolicyInputs& b = bound();
   const auto gs = static_cast<size_t>(b.groups);
   const double mean_work = MeanOf(b.work), mean_out = MeanOf(b.out_bytes),
                mean_param = MeanOf(b.param_bytes);
@@ -287,7 +107,7 @@ at::Tensor GraphPolicyImpl::NodeFeatures() const {
 }
 
 at::Tensor GraphPolicyImpl::Encode() {
-  const Bound& b = bound();
+  const GraphPolicyInputs& b = bound();
   at::Tensor h = at::relu(input_(NodeFeatures()));
   for (size_t r = 0; r < rounds_->size(); ++r) {
     at::Tensor message = at::cat({h, b.in_adjacency.matmul(h), b.out_adjacency.matmul(h)}, -1);
@@ -305,7 +125,7 @@ at::Tensor GraphPolicyImpl::Finish(at::Tensor logits) const {
 
 at::Tensor GraphPolicyImpl::ShapeLogits(const at::Tensor& encoded,
                                         const std::optional<Candidate>& incumbent) {
-  const Bound& b = bound();
+  const GraphPolicyInputs& b = bound();
   const std::vector<StepShape>& shapes = b.space.shapes();
   const auto n = static_cast<int64_t>(shapes.size());
   const int incumbent_shape = incumbent ? b.space.ShapeIndex(*incumbent) : -1;
@@ -334,7 +154,7 @@ at::Tensor GraphPolicyImpl::ShapeLogits(const at::Tensor& encoded,
 
 void GraphPolicyImpl::TimeFeatures(FinishEstimate& estimate, int t, const std::vector<int>& options,
                                    int replicas, float* out) const {
-  const Bound& b = bound();
+  const GraphPolicyInputs& b = bound();
   std::vector<double> finishes;
   estimate.Finishes(t, options, finishes);
   double earliest = std::numeric_limits<double>::infinity();
@@ -352,7 +172,7 @@ void GraphPolicyImpl::TimeFeatures(FinishEstimate& estimate, int t, const std::v
 }
 
 double GraphPolicyImpl::UnitsPerByte() const {
-  const Bound& b = bound();
+  const GraphPolicyInputs& b = bound();
   const double per_byte = seconds_per_work_ > 0 ? seconds_per_byte_ / seconds_per_work_ : 0;
   return b.total_work > 0 ? per_byte / (b.total_work / b.devices) : 0;
 }
@@ -395,7 +215,7 @@ PolicySample GraphPolicyImpl::Sample(int k, const std::optional<Candidate>& incu
                                      at::Generator& generator, bool greedy,
                                      const std::vector<int>* shapes, double exploration) {
   at::NoGradGuard no_grad;
-  const Bound& b = bound();
+  const GraphPolicyInputs& b = bound();
   const int64_t groups = b.groups;
   const auto o_count = static_cast<size_t>(b.options);
   if (incumbent) b.space.Check(*incumbent, b.groups);
@@ -490,7 +310,7 @@ PolicyScores GraphPolicyImpl::Score(const std::vector<Candidate>& prefixes,
   if (prefixes.size() != labels.size() || labels.empty()) {
     throw std::invalid_argument("Score needs one prefix per label, and at least one label");
   }
-  const Bound& b = bound();
+  const GraphPolicyInputs& b = bound();
   const auto k = static_cast<int64_t>(labels.size());
   const int64_t groups = b.groups;
   const auto gs = static_cast<size_t>(groups);
@@ -632,8 +452,8 @@ void GraphPolicyImpl::LoadWeights(const std::filesystem::path& file) {
   const std::vector<int64_t> expected = FormatOf(options_);
   if (found != expected) {
     throw std::runtime_error(
-        fmt::format("{}: a graph policy of {}; this placer reads {} (search.policy_hidden and "
-                    "search.policy_rounds must match the file's, or pretrain it again)",
+        fmt::format("{}: a graph policy of {}; this placer reads {} (pretrain it again with "
+                    "this placer)",
                     file.string(), Describe(found), Describe(expected)));
   }
   torch::serialize::InputArchive weights;

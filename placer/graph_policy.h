@@ -38,6 +38,9 @@
 
 namespace placer::search {
 
+struct GraphPolicyInputs;  // graph_policy_inputs.h
+class FinishEstimate;
+
 class GraphPolicyImpl : public PolicyNetwork {
  public:
   // Weights only: Bind gives it a graph and a space before it samples or scores.
@@ -67,13 +70,11 @@ class GraphPolicyImpl : public PolicyNetwork {
   static constexpr int kShapeFeatures = 7;
 
  private:
-  struct Bound;
-  class FinishEstimate;
   // The finish-time features of group t under every option (two per option, `out` [O, 2]), and
   // then the group placed on `chosen` (when >= 0).
   void TimeFeatures(FinishEstimate& estimate, int t, const std::vector<int>& options, int replicas,
                     float* out) const;
-  const Bound& bound() const;
+  const GraphPolicyInputs& bound() const;
   double UnitsPerByte() const;      // of the finish estimate: per_byte work over the mean load
   at::Tensor NodeFeatures() const;  // [G, kNodeFeatures]
   at::Tensor Encode();              // [G, H]
@@ -101,7 +102,7 @@ class GraphPolicyImpl : public PolicyNetwork {
   at::Tensor Finish(at::Tensor logits) const;
 
   PolicyOptions options_;
-  std::shared_ptr<const Bound> bound_;
+  std::shared_ptr<const GraphPolicyInputs> bound_;
   double seconds_per_work_ = 0, seconds_per_byte_ = 0;
 
   torch::nn::Linear input_{nullptr};
