@@ -398,6 +398,13 @@ CLI::App* AddConfigCommand(CLI::App& app, Commands& c, const std::string& name,
   return sub;
 }
 
+// The placement to run (or predict, or train under): a file, or every op on one device.
+void AddPlacementOptions(CLI::App& sub, Commands& c) {
+  sub.add_option("-p,--placement", c.placement_path,
+                 "placement: YAML (op name -> device), or protobuf (.pb, .pbtxt) as search writes");
+  sub.add_option("-d,--device", c.device, "put every op on this device instead");
+}
+
 }  // namespace
 
 void RegisterCommands(CLI::App& app, Commands& c) {
@@ -406,10 +413,7 @@ void RegisterCommands(CLI::App& app, Commands& c) {
   AddConfigCommand(app, c, "validate", "check a config and the model it describes", Validate);
   CLI::App* evaluate = AddConfigCommand(
       app, c, "evaluate", "run and time the real training step under one placement", Evaluate);
-  evaluate->add_option(
-      "-p,--placement", c.placement_path,
-      "placement: YAML (op name -> device), or protobuf (.pb, .pbtxt) as search writes");
-  evaluate->add_option("-d,--device", c.device, "put every op on this device instead");
+  AddPlacementOptions(*evaluate, c);
   evaluate->add_option("-t,--trace", c.trace_path, "write a Chrome trace of the last timed step");
   evaluate->add_flag("--simulate", c.simulate,
                      "also print the simulator's prediction and the lower bound");
@@ -420,10 +424,7 @@ void RegisterCommands(CLI::App& app, Commands& c) {
       "predict a placement's step time, throughput, device busy time and peak memory with the "
       "simulator, on any GPUs (simulation.gpu_kind, devices[i].kind), measuring nothing",
       Predict);
-  predict->add_option(
-      "-p,--placement", c.placement_path,
-      "placement: YAML (op name -> device), or protobuf (.pb, .pbtxt) as search writes");
-  predict->add_option("-d,--device", c.device, "put every op on this device instead");
+  AddPlacementOptions(*predict, c);
   predict->add_option("-t,--trace", c.trace_path, "write the simulated step as a Chrome trace");
   predict->add_flag("--data-parallel", c.data_parallel,
                     "replicate the model on every device, split the minibatch, sum gradients");
@@ -449,10 +450,7 @@ void RegisterCommands(CLI::App& app, Commands& c) {
                       "output directory, instead of the config's output.directory");
   CLI::App* train = AddConfigCommand(
       app, c, "train", "train on Fashion-MNIST under a placement, report test accuracy", Train);
-  train->add_option(
-      "-p,--placement", c.placement_path,
-      "placement: YAML (op name -> device), or protobuf (.pb, .pbtxt) as search writes");
-  train->add_option("-d,--device", c.device, "put every op on this device instead");
+  AddPlacementOptions(*train, c);
   train->add_flag("--data-parallel", c.data_parallel, "data parallel over every device");
   train->add_option("-e,--epochs", c.epochs, "epochs")->capture_default_str();
   CLI::App* worker = app.add_subcommand(

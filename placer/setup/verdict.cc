@@ -2,11 +2,66 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+#include <optional>
 #include <ostream>
 #include <set>
 #include <sstream>
 
+#include "placer/run_directory.h"
+
 namespace placer::setup {
+namespace {
+
+// A row of the closing table: a judged candidate (its index among those judged side by side), or
+// a baseline without a placement and why.
+struct Row {
+  std::string method;
+  std::optional<size_t> judged;
+  std::string error;
+};
+
+std::string Spread(const std::vector<double>& rounds) {
+  std::vector<double> valid;
+  for (double s : rounds) {
+    if (std::isfinite(s)) valid.push_back(s);
+  }
+  if (valid.size() < 2) return "";
+  const auto [low, high] = std::minmax_element(valid.begin(), valid.end());
+  return fmt::format("{:.2f}-{:.2f}", *low * 1e3, *high * 1e3);
+}
+
+// One line per row: step time (the geometric mean of its rounds), the range of its rounds, its
+// step time over data parallelism's and over the best single device's with their 95% intervals
+// (paired by round), and whether it is the fastest or tied with it.
+std::string SummaryTable(const std::vector<Row>& rows, const search::SideBySideVerdict& verdict,
+                         const std::vector<ReferenceRatios>& ratios) {
+  std::ostringstream out;
+  out << fmt::format("| {:<44} | {:>11} | {:>15} | {:>22} | {:>22} | {:<7} |\n", "placement",
+                     "step time", "rounds (ms)", "time / data parallel", "time / best single",
+                     "tie");
+  out << fmt::format("|{:-<46}|{:->13}|{:->17}|{:->24}|{:->24}|{:-<9}|\n", "", ":", ":", ":", ":",
+                     "");
+  for (const Row& row : rows) {
+    const graph::EvaluationResult* r = row.judged ? &verdict.results[*row.judged].result : nullptr;
+    if (r != nullptr && r->valid) {
+      const size_t i = *row.judged;
+      out << fmt::format("| {:<44} | {:>8.3f} ms | {:>15} | {:>22} | {:>22} | {:<7} |\n",
+                         row.method, r->step_seconds * 1e3,
+                         Spread(verdict.results[i].round_seconds),
+                         search::FormatRatio(ratios[i].to_data_parallel),
+                         search::FormatRatio(ratios[i].to_best_single), TieMark(verdict, i));
+    } else {
+      const std::string reason = r != nullptr ? r->invalid_reason : row.error;
+      out << fmt::format("| {:<44} | {:>11} | {:<89} |\n", row.method, "invalid",
+                         reason.substr(0, 89));
+    }
+  }
+  return out.str();
+}
+
+}  // namespace
 
 References FindReferences(const std::vector<search::Role>& roles,
                           const search::SideBySideVerdict& verdict) {
@@ -105,6 +160,74 @@ std::string DescribeAnswer(const std::vector<std::string>& methods,
                        search::ToString(search::Classify(dp)));
   }
   return out.str();
+}
+
+SearchClose CloseSearch(const SearchSetup& setup, const search::SearchOutcome& outcome,
+                        const std::filesystem::path& directory, std::ostream& log) {
+  // The answer: the search's best few candidates and every baseline, judged again side by side
+  // by the config's evaluator (measured: interleaved rounds, compared round by round); the
+  // fastest of them all, or the simplest of the rows statistically tied with it.
+  std::vector<search::Candidate> candidates;
+  std::vector<std::string> learned_names;
+  const size_t learned = std::min<size_t>(
+      outcome.elite.size(),
+      static_cast<size_t>(setup.measured ? setup.config.search.verify_candidates : 1));
+  for (size_t k = 0; k < learned; ++k) {
+    candidates.push_back(outcome.elite[k].candidate);
+    learned_names.push_back(outcome.elite[k].origin);
+  }
+  for (const Baseline& b : setup.baselines) {
+    if (b.candidate) candidates.push_back(*b.candidate);
+  }
+  // The warm starts that are not baselines of their own: baselines copied onto idle devices, and
+  // with a measured judge the pipeline baseline's stages at every micro-batch count (it may prefer
+  // one the simulator ranked lower).
+  const std::vector<search::NamedCandidate> derived = DerivedWarmStarts(setup);
+  for (const search::NamedCandidate& warm : derived) candidates.push_back(warm.candidate);
+  // Each row's role: the baselines that are a single device or data parallelism are the simple
+  // answers a tied row gives way to; a learned candidate that is one of them takes its role.
+  std::vector<std::string> methods;
+  std::vector<search::Role> roles;
+  for (size_t k = 0; k < learned; ++k) {
+    methods.push_back(fmt::format("candidate {} (found by {})", k + 1, learned_names[k]));
+    roles.push_back({});
+  }
+  for (const Baseline& b : setup.baselines) {
+    if (!b.candidate) continue;
+    methods.push_back(b.name);
+    roles.push_back({SimplicityOf(b.name)});
+  }
+  for (const search::NamedCandidate& warm : derived) {
+    methods.push_back("warm start: " + warm.name);
+    roles.push_back({});
+  }
+  const ClosingVerdict closing =
+      JudgeSideBySide(setup.judge(), candidates, roles, RoundOptionsFor(setup), log);
+  const search::SideBySideVerdict& verdict = closing.verdict;
+  const std::vector<ReferenceRatios>& ratios = closing.ratios;
+
+  std::vector<Row> rows;
+  size_t next = 0;
+  for (size_t k = 0; k < learned; ++k, ++next) rows.push_back({methods[next], next, ""});
+  for (const Baseline& b : setup.baselines) {
+    if (b.candidate) {
+      rows.push_back({b.name, next++, ""});
+    } else {
+      rows.push_back({b.name, std::nullopt, b.error});
+    }
+  }
+  for (size_t k = 0; k < derived.size(); ++k, ++next) rows.push_back({methods[next], next, ""});
+  if (verdict.answer) {
+    const size_t answer = *verdict.answer;
+    rows.insert(rows.begin(), Row{fmt::format("learned: {}", methods[answer]), answer, ""});
+    const search::Candidate& best = candidates[answer];
+    const search::ReplicatedModel& model = setup.judge().model(best);
+    search::WriteBestPlacement(directory, model.graph, setup.judge().PlacementOf(best),
+                               best.replicas, setup.config.model.name(),
+                               verdict.results[answer].result.step_seconds, setup.judge().name());
+  }
+  return {SummaryTable(rows, verdict, ratios) + '\n' + DescribeAnswer(methods, verdict, ratios),
+          verdict.rounds};
 }
 
 }  // namespace placer::setup

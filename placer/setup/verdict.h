@@ -3,12 +3,15 @@
 // rows tied with the fastest, and the answer with its tie stated.
 #pragma once
 
+#include <filesystem>
 #include <iosfwd>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "placer/paired_comparison.h"
+#include "placer/search.h"
+#include "placer/setup/search_setup.h"
 #include "placer/verifier.h"
 
 namespace placer::setup {
@@ -57,5 +60,16 @@ std::string DescribeAnswer(const std::vector<std::string>& methods,
                            const search::SideBySideVerdict& verdict,
                            const std::vector<ReferenceRatios>& ratios,
                            const std::string& answer_name = "");
+
+// `placer search`'s close: the search's best candidate (with a measured judge its best
+// search.verify_candidates), every baseline and the warm starts derived from them, judged side by
+// side by the config's evaluator; writes the answer's best_placement files into `directory` and
+// returns the table of every row and the lines that say the answer.
+struct SearchClose {
+  std::string table;
+  int rounds = 0;  // of the side-by-side judgement, at most
+};
+SearchClose CloseSearch(const SearchSetup& setup, const search::SearchOutcome& outcome,
+                        const std::filesystem::path& directory, std::ostream& log);
 
 }  // namespace placer::setup
