@@ -18,6 +18,7 @@
 
 #include "placer/graph_policy.h"
 #include "placer/refiner.h"
+#include "placer/setup/pretraining_progress.h"
 #include "placer/setup/simulated_problem.h"
 
 namespace placer::setup {
@@ -254,19 +255,8 @@ std::vector<PolicyPretrainProgress> PretrainPolicy(const std::vector<PolicyCorpu
   torch::manual_seed(o.seed);
   search::GraphPolicyImpl policy(o.policy);
   std::vector<Labelled> labelled(corpus.size());
-  int done = 0;
-  if (std::filesystem::exists(state_file)) {
-    std::ifstream in(state_file);
-    std::string fingerprint;
-    in >> done;
-    in.ignore();
-    std::getline(in, fingerprint);
-    if (fingerprint != Fingerprint(corpus, o)) {
-      throw std::runtime_error(fmt::format(
-          "{}: pretraining options differ from the run being resumed ('{}' there, '{}' now); use "
-          "another directory",
-          state_file.string(), fingerprint, Fingerprint(corpus, o)));
-    }
+  const int done = ReadIterationsDone(state_file, Fingerprint(corpus, o));
+  if (done > 0) {
     policy.LoadWeights(policy_file);
     LoadLabels(labelled, directory / kLabelsFile);
     log << fmt::format("resuming after iteration {}\n", done);
@@ -308,10 +298,7 @@ std::vector<PolicyPretrainProgress> PretrainPolicy(const std::vector<PolicyCorpu
                              std::chrono::duration<double>(Clock::now() - start).count()};
     policy.SaveWeights(policy_file);
     SaveLabels(labelled, directory / kLabelsFile);
-    {
-      std::ofstream out(state_file, std::ios::trunc);
-      out << iteration + 1 << '\n' << Fingerprint(corpus, o) << '\n';
-    }
+    WriteIterationsDone(state_file, iteration + 1, Fingerprint(corpus, o));
     log << fmt::format(
         "iteration {}: labels {:.3f} of the best start; greedy {:.3f} of the label on {} imitated "
         "problems, {:.3f} on {} held back; {:.0f} s\n",

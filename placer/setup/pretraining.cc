@@ -13,6 +13,7 @@
 
 #include "placer/baselines/baselines.h"
 #include "placer/refiner.h"
+#include "placer/setup/pretraining_progress.h"
 #include "placer/setup/simulated_problem.h"
 #include "runtime/sim/cost_model.h"
 
@@ -178,21 +179,10 @@ std::vector<PretrainProgress> Pretrain(const PretrainOptions& o,
   using Clock = std::chrono::steady_clock;
   std::filesystem::create_directories(directory);
   const std::filesystem::path state_file = directory / kStateFile;
-  int done = 0;  // iterations finished
   Dataset data;
   std::unique_ptr<search::EditModel> model;
-  if (std::filesystem::exists(state_file)) {
-    std::ifstream in(state_file);
-    std::string fingerprint;
-    in >> done;
-    in.ignore();
-    std::getline(in, fingerprint);
-    if (fingerprint != Fingerprint(o)) {
-      throw std::runtime_error(fmt::format(
-          "{}: pretraining options differ from the run being resumed ('{}' there, '{}' now); use "
-          "another directory",
-          state_file.string(), fingerprint, Fingerprint(o)));
-    }
+  const int done = ReadIterationsDone(state_file, Fingerprint(o));
+  if (done > 0) {
     data = LoadDataset(directory / kSamplesFile);
     search::EditModelOptions loading = o.model;
     loading.learn_online = false;  // its labels must be what an unbroken run collects
@@ -255,10 +245,7 @@ std::vector<PretrainProgress> Pretrain(const PretrainOptions& o,
     p.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     model->Save(directory / kEditModelFile);
     SaveDataset(data, directory / kSamplesFile);
-    {
-      std::ofstream out(state_file, std::ios::trunc);
-      out << iteration + 1 << '\n' << Fingerprint(o) << '\n';
-    }
+    WriteIterationsDone(state_file, iteration + 1, Fingerprint(o));
     log << fmt::format(
         "iteration {}: {} samples, train loss {:.5f}, held-back loss {:.5f}, in-round order "
         "{:.1f}% right (hand-written estimate {:.1f}%), {:.0f} s\n",
