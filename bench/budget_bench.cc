@@ -22,6 +22,7 @@
 #include <map>
 #include <sstream>
 
+#include "bench/arguments.h"
 #include "placer/config/config.h"
 #include "placer/search.h"
 #include "placer/setup/pretraining.h"
@@ -33,13 +34,6 @@ namespace {
 
 using namespace placer;
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
-
-std::vector<int> ParseList(const std::string& text) {
-  std::vector<int> out;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) out.push_back(std::stoi(item));
-  return out;
-}
 
 struct Arm {
   const char* name;
@@ -129,7 +123,7 @@ void Summarise(const Tally& tally, int seeds) {
 int main(int argc, char** argv) {
   if (argc >= 6 && std::string(argv[1]) == "validate") {
     const int seeds = std::stoi(argv[2]);
-    const std::vector<int> budgets = ParseList(argv[3]);
+    const std::vector<int> budgets = bench::IntList(argv[3]);
     const int problems = std::stoi(argv[4]);
     setup::PretrainOptions o;
     o.seed = 1'000'003;  // never a pretraining seed of the shipped command
@@ -160,7 +154,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int seeds = std::stoi(argv[2]);
-  const std::vector<int> budgets = ParseList(argv[3]);
+  const std::vector<int> budgets = bench::IntList(argv[3]);
   Tally tally;
   for (int a = 4; a < argc; ++a) {
     std::ostringstream quiet;

@@ -20,10 +20,10 @@
 #include <fstream>
 #include <iostream>
 #include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "bench/arguments.h"
 #include "bench/timing.h"
 #include "graph/device.h"
 #include "placer/config/config.h"
@@ -114,9 +114,7 @@ int main(int argc, char** argv) {
     if (flag == "--config") {
       config_file = value;
     } else if (flag == "--workers") {
-      counts.clear();
-      std::stringstream list(value);
-      for (std::string item; std::getline(list, item, ',');) counts.push_back(std::stoi(item));
+      counts = placer::bench::IntList(value);
     } else if (flag == "--tasks") {
       tasks = std::stoi(value);
     } else if (flag == "--repeats") {

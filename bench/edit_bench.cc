@@ -25,6 +25,7 @@
 #include <set>
 #include <sstream>
 
+#include "bench/arguments.h"
 #include "placer/config/config.h"
 #include "placer/edit_model.h"
 #include "placer/refiner.h"
@@ -37,13 +38,6 @@ namespace {
 
 using namespace placer;
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
-
-std::vector<int> ParseList(const std::string& text) {
-  std::vector<int> out;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) out.push_back(std::stoi(item));
-  return out;
-}
 
 // What one arm searches.
 struct Problem {
@@ -208,7 +202,7 @@ int main(int argc, char** argv) {
     if (const char* blocks = std::getenv("EDIT_BENCH_MAX_BLOCKS")) o.max_blocks = std::stoi(blocks);
     if (const char* batches = std::getenv("EDIT_BENCH_BATCHES")) {
       o.batches.clear();
-      for (int b : ParseList(batches)) o.batches.push_back(b);
+      for (int b : bench::IntList(batches)) o.batches.push_back(b);
     }
     setup::Pretrain(o, argv[2], std::cout);
     return 0;
@@ -216,7 +210,7 @@ int main(int argc, char** argv) {
   if (argc >= 7 && std::string(argv[1]) == "validate") {
     const std::string model_file = argv[2];
     const int seeds = std::stoi(argv[3]);
-    const std::vector<int> budgets = ParseList(argv[4]);
+    const std::vector<int> budgets = bench::IntList(argv[4]);
     const int problems = std::stoi(argv[5]);
     setup::PretrainOptions o;
     o.seed = 1'000'003;  // never a pretraining seed of the shipped command
@@ -243,7 +237,7 @@ int main(int argc, char** argv) {
   }
   const std::string model_file = argv[2];
   const int seeds = std::stoi(argv[3]);
-  const std::vector<int> budgets = ParseList(argv[4]);
+  const std::vector<int> budgets = bench::IntList(argv[4]);
   Tally tally;
   for (int a = 5; a < argc; ++a) {
     std::ostringstream quiet;

@@ -10,10 +10,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "bench/arguments.h"
 #include "bench/timing.h"
 #include "graph/device.h"
 #include "graph/micro_batches.h"
@@ -31,9 +31,7 @@ int main(int argc, char** argv) {
   }
   const config::Config config = config::LoadConfig(argv[1]);
   std::vector<int> counts;
-  std::stringstream list(argc > 2 ? argv[2] : "1,2,4,8,16");
-  for (std::string item; std::getline(list, item, ',');) {
-    const int m = std::stoi(item);
+  for (const int m : bench::IntList(argc > 2 ? argv[2] : "1,2,4,8,16")) {
     if (config.model.batch_size % m == 0 &&
         !setup::BatchProblem(config, config.model.batch_size / m)) {
       counts.push_back(m);
@@ -51,10 +49,7 @@ int main(int argc, char** argv) {
       d.memory_capacity = static_cast<int64_t>(memory_gib * (int64_t{1} << 30));
     }
   }
-  std::vector<int> replicas;
-  std::stringstream replica_list(argc > 4 ? argv[4] : "1");
-  for (std::string item; std::getline(replica_list, item, ',');)
-    replicas.push_back(std::stoi(item));
+  const std::vector<int> replicas = bench::IntList(argc > 4 ? argv[4] : "1");
   const graph::Graph base = setup::BuildSingleModel(config);
   const auto costs = setup::CostModelFor(config);
   const auto start = bench::Clock::now();
