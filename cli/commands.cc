@@ -16,6 +16,7 @@
 #include "cli/worker_command.h"
 #include "graph/micro_batches.h"
 #include "graph/placement.h"
+#include "placer/baselines/baselines.h"
 #include "placer/config/config.h"
 #include "placer/setup/devices.h"
 #include "placer/setup/model_factory.h"
@@ -443,8 +444,9 @@ void RegisterCommands(CLI::App& app, Commands& c) {
                      "output directory, instead of the config's output.directory");
   CLI::App* compare = AddConfigCommand(
       app, c, "compare",
-      "single device, data parallel, expert, m-TOPO/m-ETF/m-SCT, HEFT, METIS, Scotch, random "
-      "search and the learned search, judged alike: report.md, report.html, report.json",
+      fmt::format("single device, data parallel, expert, pipeline, {}, random search and the "
+                  "learned search, judged alike: report.md, report.html, report.json",
+                  fmt::join(baselines::BaselineNames(), ", ")),
       RunCompareCommand);
   compare->add_option("-o,--output", c.output_directory,
                       "output directory, instead of the config's output.directory");

@@ -20,19 +20,37 @@ BaselineResult SingleDevice(const PlacementProblem& problem, int device) {
                     std::vector<int>(static_cast<size_t>(tasks.num_tasks()), device), stopwatch);
 }
 
+namespace {
+
+// Every algorithm by name, in BaselineNames' order: a new baseline is its files and a row here.
+struct Algorithm {
+  std::string_view name;
+  BaselineResult (*run)(const PlacementProblem&);
+};
+constexpr Algorithm kAlgorithms[] = {
+    {"m-topo", [](const PlacementProblem& p) { return MTopo(p); }},
+    {"m-etf", [](const PlacementProblem& p) { return MEtf(p); }},
+    {"m-sct", [](const PlacementProblem& p) { return MSct(p); }},
+    {"heft", [](const PlacementProblem& p) { return Heft(p); }},
+    {"metis", [](const PlacementProblem& p) { return MetisPartition(p); }},
+    {"scotch", [](const PlacementProblem& p) { return ScotchMapping(p); }},
+};
+
+}  // namespace
+
 const std::vector<std::string>& BaselineNames() {
-  static const std::vector<std::string> names = {"m-topo", "m-etf", "m-sct",
-                                                 "heft",   "metis", "scotch"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const Algorithm& a : kAlgorithms) out.emplace_back(a.name);
+    return out;
+  }();
   return names;
 }
 
 BaselineResult RunBaseline(std::string_view name, const PlacementProblem& problem) {
-  if (name == "m-topo") return MTopo(problem);
-  if (name == "m-etf") return MEtf(problem);
-  if (name == "m-sct") return MSct(problem);
-  if (name == "heft") return Heft(problem);
-  if (name == "metis") return MetisPartition(problem);
-  if (name == "scotch") return ScotchMapping(problem);
+  for (const Algorithm& a : kAlgorithms) {
+    if (a.name == name) return a.run(problem);
+  }
   throw std::invalid_argument(fmt::format("unknown baseline '{}'; the baselines are: {}", name,
                                           fmt::join(BaselineNames(), ", ")));
 }
