@@ -36,8 +36,9 @@ enum class EditKind {
   kRebalance,
   kChangeReplicas,
   kChangePipeline,
+  kCount,  // not an edit: how many there are
 };
-inline constexpr int kEditKinds = 8;
+inline constexpr int kEditKinds = static_cast<int>(EditKind::kCount);
 
 // The features' order; kEditFeatureDims in all. Bump kEditFeatureVersion whenever it changes: a
 // model file trained on other features is refused.

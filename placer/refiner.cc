@@ -208,55 +208,61 @@ void Refiner::ChangePipeline(Candidate& c) {
                        others[std::uniform_int_distribution<size_t>(0, others.size() - 1)(rng_)]);
 }
 
+// The edits, in the order of their draw, and how often each is drawn: with weight w out of the sum
+// of the allowed edits' weights. The pipeline edit only where the space has pipelines: without,
+// the edits (and a seed's sequence of them) are what they were before it existed. A new edit is a
+// method, a row here and its EditKind (edit_features.h).
+const std::vector<Refiner::EditEntry>& Refiner::EditTable() {
+  using Busy = const std::vector<double>&;
+  static const std::vector<EditEntry> table = {
+      {EditKind::kMoveGroup, 3, false, [](Refiner& r, Candidate& c, Busy) { r.MoveGroup(c); }},
+      {EditKind::kSwapSegments, 1, false,
+       [](Refiner& r, Candidate& c, Busy) { r.SwapSegments(c); }},
+      {EditKind::kShiftBoundary, 2, false,
+       [](Refiner& r, Candidate& c, Busy) { r.ShiftBoundary(c); }},
+      {EditKind::kMoveBand, 2, false, [](Refiner& r, Candidate& c, Busy) { r.MoveBand(c); }},
+      {EditKind::kMoveSegment, 3, false, [](Refiner& r, Candidate& c, Busy) { r.MoveSegment(c); }},
+      {EditKind::kRebalance, 2, false,
+       [](Refiner& r, Candidate& c, Busy busy) { r.Rebalance(c, busy); }},
+      {EditKind::kChangeReplicas, 1, false,
+       [](Refiner& r, Candidate& c, Busy) { r.ChangeReplicas(c); }},
+      {EditKind::kChangePipeline, 2, true,
+       [](Refiner& r, Candidate& c, Busy) { r.ChangePipeline(c); }},
+  };
+  return table;
+}
+
 Candidate Refiner::Edit(const Candidate& candidate, const std::vector<double>& busy) {
+  const std::vector<EditEntry>& edits = EditTable();
+  int total = 0;
+  for (const EditEntry& e : edits) {
+    if (!e.needs_pipelines || space_.has_pipelines()) total += e.weight;
+  }
   for (int attempt = 0; attempt < 16; ++attempt) {
     Candidate c = candidate;
-    // The pipeline edit only where the space has pipelines: without, the edits (and a seed's
-    // sequence of them) are what they were.
-    switch (std::uniform_int_distribution<int>(0, space_.has_pipelines() ? 15 : 13)(rng_)) {
-      case 0:
-      case 1:
-      case 2:
-        last_kind_ = EditKind::kMoveGroup;
-        MoveGroup(c);
+    int draw = std::uniform_int_distribution<int>(0, total - 1)(rng_);
+    for (const EditEntry& e : edits) {
+      if (e.needs_pipelines && !space_.has_pipelines()) continue;
+      if (draw < e.weight) {
+        last_kind_ = e.kind;
+        e.apply(*this, c, busy);
         break;
-      case 3:
-        last_kind_ = EditKind::kSwapSegments;
-        SwapSegments(c);
-        break;
-      case 4:
-      case 5:
-        last_kind_ = EditKind::kShiftBoundary;
-        ShiftBoundary(c);
-        break;
-      case 6:
-      case 7:
-        last_kind_ = EditKind::kMoveBand;
-        MoveBand(c);
-        break;
-      case 8:
-      case 9:
-      case 10:
-        last_kind_ = EditKind::kMoveSegment;
-        MoveSegment(c);
-        break;
-      case 11:
-      case 12:
-        last_kind_ = EditKind::kRebalance;
-        Rebalance(c, busy);
-        break;
-      case 13:
-        last_kind_ = EditKind::kChangeReplicas;
-        ChangeReplicas(c);
-        break;
-      default:
-        last_kind_ = EditKind::kChangePipeline;
-        ChangePipeline(c);
-        break;
+      }
+      draw -= e.weight;
     }
     if (c != candidate) return c;
   }
   return candidate;  // nothing else exists (one device, one replica count)
+}
+
+Candidate Refiner::Apply(EditKind kind, const Candidate& candidate,
+                         const std::vector<double>& busy) {
+  Candidate c = candidate;
+  for (const EditEntry& e : EditTable()) {
+    if (e.kind == kind) e.apply(*this, c, busy);
+  }
+  last_kind_ = kind;
+  return c;
 }
 
 RefineOutcome Refiner::Run(const Candidate& start, const Judgement& start_judgement, int rounds,

@@ -75,6 +75,10 @@ class Refiner {
   // returns it unchanged when another candidate exists.
   Candidate Edit(const Candidate& candidate, const std::vector<double>& busy = {});
 
+  // One edit of the given kind, as Edit draws them (an edit that cannot apply falls back to
+  // another, as MoveGroup where the space has one replica count; may return `candidate`).
+  Candidate Apply(EditKind kind, const Candidate& candidate, const std::vector<double>& busy = {});
+
   // The random engine's state, so that a resumed search continues the same sequence.
   std::string SaveState() const;
   void LoadState(const std::string& state);
@@ -87,6 +91,15 @@ class Refiner {
                                     std::vector<EditFeatureRow>& rows);
   void Learn(const std::vector<EditFeatureRow>& rows, const Judgement& now,
              const std::vector<Judgement>& judged);
+  // An edit: its kind, its weight in the draw, whether it needs a space with pipelines, and what
+  // it does to a candidate whose devices were busy for the given times.
+  struct EditEntry {
+    EditKind kind;
+    int weight;
+    bool needs_pipelines;
+    void (*apply)(Refiner&, Candidate&, const std::vector<double>&);
+  };
+  static const std::vector<EditEntry>& EditTable();
   void MoveGroup(Candidate& c);
   void SwapSegments(Candidate& c);
   void ShiftBoundary(Candidate& c);

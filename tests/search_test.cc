@@ -21,7 +21,6 @@
 #include "graph/training_step.h"
 #include "placer/action_space.h"
 #include "placer/learner.h"
-#include "placer/refiner.h"
 #include "placer/run_directory.h"
 #include "placer/setup/simulated_problem.h"
 #include "placer/verifier.h"
@@ -487,36 +486,6 @@ TEST(LearnerTest, PpoRaisesTheProbabilityOfTheBetterSamples) {
   EXPECT_GT(after, before + 4) << "matching groups per sample: before " << before << ", after "
                                << after << " of " << pattern.size();
   EXPECT_GE(reward(learner.Greedy(std::nullopt)), 0.9 * static_cast<double>(pattern.size()));
-}
-
-TEST(RefinerTest, EditsStayInTheSpaceAndChangeTheCandidate) {
-  TowersInstance instance(4, {1, 2, 4});
-  const ActionSpace& space = instance.problem.evaluator->space();
-  Refiner refiner(space, instance.problem.features, {}, 11);
-  Candidate c = instance.AllOn(0);
-  std::set<int> replica_counts;
-  for (int i = 0; i < 500; ++i) {
-    const Candidate next = refiner.Edit(c);
-    ASSERT_NE(next, c);
-    ASSERT_NO_THROW(space.Check(next, instance.problem.num_groups())) << FormatCandidate(next);
-    replica_counts.insert(next.replicas);
-    c = next;
-  }
-  EXPECT_EQ(replica_counts.size(), 3u) << "edits change the replica count too";
-
-  // With micro-batch counts in the space, edits also change the pipeline, and stay in the space.
-  const ActionSpace pipelines(4, {1, 2, 4}, {1, 2, 4});
-  Refiner pipeline_refiner(pipelines, instance.problem.features, {}, 12);
-  std::set<std::string> shapes;
-  for (int i = 0; i < 500; ++i) {
-    const Candidate next = pipeline_refiner.Edit(c);
-    ASSERT_NE(next, c);
-    ASSERT_NO_THROW(pipelines.Check(next, instance.problem.num_groups())) << FormatCandidate(next);
-    shapes.insert(
-        fmt::format("{}/{}/{}", next.replicas, next.micro_batches, graph::ToString(next.schedule)));
-    c = next;
-  }
-  EXPECT_EQ(shapes.size(), pipelines.shapes().size()) << "every shape is reached";
 }
 
 // The specification: from the single-device warm start, one tower per device (within
