@@ -16,6 +16,7 @@
 
 #include "graph/builtin_models.h"
 #include "graph/models.h"
+#include "runtime/sim/gpu_kinds.h"
 
 namespace placer::config {
 namespace {
@@ -509,22 +510,19 @@ TEST(LoadConfigTest, RandomBytesAreAnErrorNotACrash) {
   }
 }
 
-// configs/SCHEMA.md documents the model section from the same registry the reader reads: its
-// generated block is what ModelSchemaMarkdown() makes now (PLACER_REGENERATE_SCHEMA=1 rewrites
-// it), so no model name, default or bound is written by hand there.
-TEST(SchemaTest, ModelSectionOfTheSchemaIsTheRegistrys) {
+// Whether configs/SCHEMA.md's block between `begin_marker`'s line and `end_marker` is `generated`
+// (PLACER_REGENERATE_SCHEMA=1 rewrites it instead).
+void ExpectSchemaBlock(const std::string& begin_marker, const std::string& end_marker,
+                       const std::string& generated) {
   const fs::path file = fs::path(PLACER_SOURCE_DIR) / "configs" / "SCHEMA.md";
   std::ifstream in(file);
   std::stringstream buffer;
   buffer << in.rdbuf();
   std::string text = buffer.str();
-  const std::string begin_marker = "<!-- generated:";
-  const std::string end_marker = "<!-- end of the generated block -->";
   const size_t begin = text.find('\n', text.find(begin_marker));
   const size_t end = text.find(end_marker);
-  ASSERT_NE(text.find(begin_marker), std::string::npos) << file << " has no generated block";
-  ASSERT_NE(end, std::string::npos) << file << " does not end its generated block";
-  const std::string generated = ModelSchemaMarkdown();
+  ASSERT_NE(text.find(begin_marker), std::string::npos) << file << " has no " << begin_marker;
+  ASSERT_NE(end, std::string::npos) << file << " has no " << end_marker;
   if (std::getenv("PLACER_REGENERATE_SCHEMA")) {
     text.replace(begin + 1, end - begin - 1, generated);
     std::ofstream(file) << text;
@@ -533,10 +531,28 @@ TEST(SchemaTest, ModelSectionOfTheSchemaIsTheRegistrys) {
   EXPECT_EQ(text.substr(begin + 1, end - begin - 1), generated)
       << file << " is out of date; regenerate it with PLACER_REGENERATE_SCHEMA=1 "
       << "build/tests/config_test --gtest_filter=SchemaTest.*";
+}
+
+// configs/SCHEMA.md documents the model section from the same registry the reader reads: its
+// generated block is what ModelSchemaMarkdown() makes now, so no model name, default or bound is
+// written by hand there.
+TEST(SchemaTest, ModelSectionOfTheSchemaIsTheRegistrys) {
+  const std::string generated = ModelSchemaMarkdown();
+  ExpectSchemaBlock("<!-- generated:", "<!-- end of the generated block -->", generated);
   // Every built-in model has a section, and the reader knows exactly those.
   for (std::string_view name : graph::BuiltinModelNames()) {
     EXPECT_TRUE(Contains(generated, fmt::format("### `model.{}`", name))) << name;
     EXPECT_NO_THROW(ParseConfig(fmt::format("model:\n  builtin: {}\n", name), "c.yaml")) << name;
+  }
+}
+
+// The GPU kinds' table is their registry's (runtime/sim/gpu_kinds.cc): a new kind is a row there.
+TEST(SchemaTest, GpuKindsTableOfTheSchemaIsTheRegistrys) {
+  const std::string generated = GpuKindSchemaMarkdown();
+  ExpectSchemaBlock("<!-- generated gpu kinds:", "<!-- end of the generated gpu kinds -->",
+                    generated);
+  for (const sim::GpuKind& kind : sim::GpuKinds()) {
+    EXPECT_TRUE(Contains(generated, fmt::format("| `{}` |", kind.name))) << kind.name;
   }
 }
 

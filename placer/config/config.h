@@ -265,6 +265,8 @@ Config ParseConfig(const std::string& yaml_text, const std::string& file_name);
 // The model section of configs/SCHEMA.md as the registry and this reader define it: the `model`
 // table and one section per built-in model (config_test checks the file against it).
 std::string ModelSchemaMarkdown();
+// configs/SCHEMA.md's table of the GPU kinds (runtime/sim/gpu_kinds.h), one row per kind.
+std::string GpuKindSchemaMarkdown();
 
 // Parses "4GiB", "512MiB", "1.5GB", "1000000" into bytes; nullopt when malformed.
 std::optional<int64_t> ParseByteSize(const std::string& text);

@@ -1,7 +1,8 @@
-// configs/SCHEMA.md's model sections, generated from the built-in models' options (a test checks
-// that the file holds them).
+// configs/SCHEMA.md's generated blocks: the model sections, from the built-in models' options, and
+// the GPU kinds' table, from their registry (a test checks that the file holds them).
 #include <fmt/format.h>
 
+#include <cmath>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -99,6 +100,48 @@ std::string ModelSchemaMarkdown() {
     options->Fields(rows);
     text += fmt::format("\n### `model.{}`\n\n{}\n\n{}{}", entry.name, entry.description, kTableHead,
                         rows.rows());
+  }
+  return text;
+}
+
+namespace {
+
+// "1,555"; "494.5" (the data sheets' figures are whole but for a few TFLOP/s).
+std::string Thousands(double value) {
+  value = std::round(value * 100) / 100;  // 362.05 TFLOP/s, not 362.04999999999995
+  const auto whole = static_cast<int64_t>(std::llround(value));
+  if (static_cast<double>(whole) != value) return fmt::format("{}", value);
+  std::string digits = std::to_string(whole);
+  for (int at = static_cast<int>(digits.size()) - 3; at > 0; at -= 3) {
+    digits.insert(static_cast<size_t>(at), ",");
+  }
+  return digits;
+}
+
+std::string Ordinal(int n) {
+  return fmt::format("{}{}", n, n == 1 ? "st" : n == 2 ? "nd" : n == 3 ? "rd" : "th");
+}
+
+}  // namespace
+
+std::string GpuKindSchemaMarkdown() {
+  std::string text =
+      "| Kind | FP32 | TF32 | BF16 | FP16 | Memory | Bandwidth | NVLink | PCIe | NVSwitch | SMs | "
+      "Source |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const sim::GpuKind& kind : sim::GpuKinds()) {
+    const std::string nvlink =
+        kind.nvlink_generation == 0
+            ? "none"
+            : fmt::format("{} gen{}, {} GB/s", Ordinal(kind.nvlink_generation),
+                          kind.nvswitch ? "" : " bridge",
+                          Thousands(kind.nvlink_bytes_per_second / 1e9));
+    text +=
+        fmt::format("| `{}` | {} | {} | {} | {} | {} GB | {} GB/s | {} | Gen{} | {} | {} | {} |\n",
+                    kind.name, Thousands(kind.fp32_flops / 1e12), Thousands(kind.tf32_flops / 1e12),
+                    Thousands(kind.bf16_flops / 1e12), Thousands(kind.fp16_flops / 1e12),
+                    Thousands(static_cast<double>(kind.memory_bytes) / 1e9),
+                    Thousands(kind.memory_bandwidth / 1e9), nvlink, kind.pcie_generation,
+                    kind.nvswitch ? "yes" : "no", kind.streaming_multiprocessors, kind.source);
   }
   return text;
 }

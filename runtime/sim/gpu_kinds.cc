@@ -40,7 +40,8 @@ const std::array kGpuKinds = {
             .nvlink_bytes_per_second = 600 * kGiga / 2,
             .pcie_generation = 4,
             .nvswitch = true,
-            .streaming_multiprocessors = 108},
+            .streaming_multiprocessors = 108,
+            .source = "NVIDIA A100 Tensor Core GPU data sheet"},
     // The same data sheet, A100 80GB SXM: the 40GB's compute; 80GB HBM2e at 2,039GB/s.
     GpuKind{.name = "a100-80gb-sxm",
             .fp32_flops = 19.5 * kTera,
@@ -53,7 +54,8 @@ const std::array kGpuKinds = {
             .nvlink_bytes_per_second = 600 * kGiga / 2,
             .pcie_generation = 4,
             .nvswitch = true,
-            .streaming_multiprocessors = 108},
+            .streaming_multiprocessors = 108,
+            .source = "NVIDIA A100 Tensor Core GPU data sheet"},
     // The same data sheet, A100 80GB PCIe: the SXM's peak compute; 80GB HBM2e at 1,935GB/s;
     // "NVIDIA NVLink Bridge for 2 GPUs: 600GB/s", PCIe Gen4 64GB/s; no NVSwitch.
     GpuKind{.name = "a100-80gb-pcie",
@@ -67,7 +69,8 @@ const std::array kGpuKinds = {
             .nvlink_bytes_per_second = 600 * kGiga / 2,
             .pcie_generation = 4,
             .nvswitch = false,
-            .streaming_multiprocessors = 108},
+            .streaming_multiprocessors = 108,
+            .source = "NVIDIA A100 Tensor Core GPU data sheet"},
     // NVIDIA H100 Tensor Core GPU data sheet, H100 SXM: FP32 67 TFLOPS; TF32 989, BF16 1,979,
     // FP16 1,979 TFLOPS with sparsity (halved here); 80GB at 3.35TB/s; NVLink 900GB/s (4th
     // generation); PCIe Gen5 128GB/s; HGX H100 boards have NVSwitch.
@@ -82,7 +85,8 @@ const std::array kGpuKinds = {
             .nvlink_bytes_per_second = 900 * kGiga / 2,
             .pcie_generation = 5,
             .nvswitch = true,
-            .streaming_multiprocessors = 132},
+            .streaming_multiprocessors = 132,
+            .source = "NVIDIA H100 Tensor Core GPU data sheet"},
     // The same data sheet, H100 PCIe: FP32 51 TFLOPS; TF32 756, BF16 1,513, FP16 1,513 TFLOPS
     // with sparsity (halved here); 80GB at 2TB/s; NVLink (bridge) 600GB/s; PCIe Gen5 128GB/s.
     GpuKind{.name = "h100-pcie",
@@ -96,7 +100,8 @@ const std::array kGpuKinds = {
             .nvlink_bytes_per_second = 600 * kGiga / 2,
             .pcie_generation = 5,
             .nvswitch = false,
-            .streaming_multiprocessors = 114},
+            .streaming_multiprocessors = 114,
+            .source = "NVIDIA H100 Tensor Core GPU data sheet"},
     // NVIDIA H200 Tensor Core GPU data sheet, H200 SXM: the H100 SXM's compute (FP32 67 TFLOPS;
     // TF32 989, BF16 1,979, FP16 1,979 TFLOPS with sparsity, halved here); 141GB HBM3e at
     // 4.8TB/s; NVLink 900GB/s; PCIe Gen5 128GB/s; HGX H200 boards have NVSwitch.
@@ -111,7 +116,8 @@ const std::array kGpuKinds = {
             .nvlink_bytes_per_second = 900 * kGiga / 2,
             .pcie_generation = 5,
             .nvswitch = true,
-            .streaming_multiprocessors = 132},
+            .streaming_multiprocessors = 132,
+            .source = "NVIDIA H200 Tensor Core GPU data sheet"},
     // NVIDIA L40S GPU data sheet: FP32 91.6 TFLOPS; TF32 183, BF16 362.05, FP16 362.05 TFLOPS
     // dense (366, 733 and 733 with sparsity); 48GB GDDR6 at 864GB/s; PCIe Gen4 x16; no NVLink.
     GpuKind{.name = "l40s",
@@ -125,7 +131,8 @@ const std::array kGpuKinds = {
             .nvlink_bytes_per_second = 0,
             .pcie_generation = 4,
             .nvswitch = false,
-            .streaming_multiprocessors = 142},
+            .streaming_multiprocessors = 142,
+            .source = "NVIDIA L40S GPU data sheet"},
 };
 
 constexpr std::array<std::pair<Precision, std::string_view>, 4> kPrecisionNames = {{

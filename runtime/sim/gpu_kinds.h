@@ -70,6 +70,7 @@ struct GpuKind {
   bool nvswitch = false;
   // Streaming multiprocessors: the waves a GEMM's tiles fill (the architecture white papers).
   int streaming_multiprocessors = 0;
+  std::string_view source;  // the data sheet its figures come from (SCHEMA.md's table says it)
 
   // The FLOP/s of a matmul- or convolution-class op at `precision`.
   double MatmulFlops(Precision precision) const;
