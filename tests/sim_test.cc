@@ -337,6 +337,32 @@ TEST(SimulatorTest, CopiesRunOnTheStreamTheExecutorIssuesThemOn) {
   }
 }
 
+TEST(SimulatorTest, AStreamRunsCopiesAndReadyOpsInTheOrderTheyWereEnqueued) {
+  // On cuda:1, long and short are ready at 1.5 (x copied in), after once long is done; p's value
+  // is copied from cuda:0 onto cuda:1's stream, enqueued at 2.5 while long runs [1.5, 4.5]. The
+  // stream then runs short (launched at 1.5, before the copy was enqueued), the copy (before after,
+  // ready at 4.5), after and c.
+  Graph g;
+  ModelBuilder b(g);
+  TensorId x = b.Input("x", {4});
+  TensorId long_out = b.Relu("long", x);
+  b.Relu("short", x);
+  b.Relu("after", long_out);
+  TensorId p = b.Relu("p", x);
+  b.Relu("c", p);
+  DeviceSet devices = {Cuda(0), Cuda(1)};
+  FixedCostModel costs({{"long", 3}}, kOneAndAHalfSecondLink);
+  SimulationResult r = Simulator(g, devices, costs)
+                           .Simulate(Place(g, devices,
+                                           {{"long", 1}, {"short", 1}, {"after", 1}, {"c", 1}}),
+                                     true);
+  ASSERT_TRUE(r.valid) << r.invalid_reason;
+  EXPECT_THAT(Lane(r, "cuda:0->cuda:1"), ElementsAre(Span{"p", 5.5e6, 1.5e6}));
+  EXPECT_THAT(Lane(r, "cuda:1"), ElementsAre(Span{"long", 1.5e6, 3e6}, Span{"short", 4.5e6, 1e6},
+                                             Span{"after", 7e6, 1e6}, Span{"c", 8e6, 1e6}));
+  EXPECT_DOUBLE_EQ(r.step_seconds, 9);
+}
+
 TEST(SimulatorTest, AnOpWithoutInputsIsReadyFromTheStart) {
   Graph g;
   TensorId out = g.AddTensor({.name = "out", .shape = {4}});

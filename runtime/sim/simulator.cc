@@ -32,6 +32,7 @@ struct Simulator::CopyTask {
   // executor's RunOp.
   OpId job_op = kNoOp;
   bool ends_job = false;  // the job's last copy: the op's inputs are released after it
+  double queued = 0;      // when it was enqueued: the time its value came to exist
 };
 
 // Everything one simulation changes. Flat vectors sized once per call; no maps, no strings unless
@@ -79,6 +80,7 @@ struct Simulator::Workspace {
   std::span<const int> device_of;  // per op
   std::span<const int> home;       // per tensor: device, or kHost
   std::vector<int> pending;        // per op: distinct inputs not yet available on its device
+  std::vector<double> ready_at;    // per op: when its last input became available on its device
   std::vector<int> uses_left;      // [tensor * devices + device]: readers there that have not run
   std::vector<std::vector<int>> ready;  // per device: min-heap of keys (the plan's priorities)
   // A pipelined placement orders and holds back ready ops by graph/pipeline.h's rules: each
@@ -102,6 +104,7 @@ struct Simulator::Workspace {
   SimulationResult result;
   int ops_done = 0;
   double last_time = 0;
+  double now = 0;  // the time of the events being handled
   bool out_of_memory = false;
 };
 
@@ -181,6 +184,7 @@ void Simulator::Publish(Workspace& w, TensorId t, int device) const {
     if (w.device_of[consumer] != device) continue;
     ++readers;
     if (--w.pending[consumer] == 0) {
+      w.ready_at[consumer] = w.now;
       std::vector<int>& heap = w.ready[device];
       heap.push_back((*w.key)[consumer]);
       std::push_heap(heap.begin(), heap.end(), std::greater<>());
@@ -207,7 +211,7 @@ void Simulator::QueueCopiesOf(Workspace& w, TensorId t, int from, OpId job_op) c
     w.reads_on[to] = 0;
     if (to == from) continue;
     const int issuer = Issuer(from, to);
-    CopyTask task{.tensor = t, .from = from, .to = to};
+    CopyTask task{.tensor = t, .from = from, .to = to, .queued = w.now};
     if (issuer == from) {
       task.job_op = job_op;
       w.own_copies[issuer].tasks.push_back(task);
@@ -220,7 +224,14 @@ void Simulator::QueueCopiesOf(Workspace& w, TensorId t, int from, OpId job_op) c
 void Simulator::StartNext(Workspace& w, int device, double now) const {
   Workspace::Running& run = w.running[device];
   if (run.active) return;
-  if (!w.own_copies[device].empty() || !w.incoming_copies[device].empty()) {
+  // Incoming copies and ready ops in the order they were enqueued on the stream (ties: the copy).
+  bool copy_first = !w.own_copies[device].empty();
+  if (!copy_first && !w.incoming_copies[device].empty()) {
+    const Workspace::CopyQueue& incoming = w.incoming_copies[device];
+    const OpId next = PeekReady(w, device);
+    copy_first = next == kNoOp || w.ready_at[next] >= incoming.tasks[incoming.head].queued;
+  }
+  if (copy_first) {
     run.is_copy = true;
     run.copy = !w.own_copies[device].empty() ? w.own_copies[device].Pop()
                                              : w.incoming_copies[device].Pop();
@@ -242,6 +253,20 @@ void Simulator::StartNext(Workspace& w, int device, double now) const {
   } else {
     ScheduleEnd(w, device, now + run.duration);
   }
+}
+
+OpId Simulator::PeekReady(const Workspace& w, int device) const {
+  const std::vector<int>& heap = w.ready[device];
+  if (heap.empty()) return kNoOp;
+  if (!w.pipeline) return (*w.op_of)[heap.front()];
+  int best = -1;
+  for (const int key : heap) {
+    if ((best < 0 || key < best) &&
+        w.pipeline->MayStart(w.pipeline_state[device], device, (*w.op_of)[key])) {
+      best = key;
+    }
+  }
+  return best < 0 ? kNoOp : (*w.op_of)[best];
 }
 
 OpId Simulator::PopReady(Workspace& w, int device) const {
@@ -366,6 +391,7 @@ SimulationResult Simulator::Simulate(const graph::Placement& placement, bool rec
   w.home = placed.homes();
   const std::vector<int64_t>& parameter_bytes = placed.parameter_bytes();
   w.pending = step_.num_inputs();
+  w.ready_at.assign(static_cast<size_t>(num_ops_), 0.0);
   w.uses_left.assign(static_cast<size_t>(num_tensors_) * num_devices, 0);
   w.ready.resize(num_devices);
   w.own_copies.resize(num_devices);
@@ -419,6 +445,7 @@ SimulationResult Simulator::Simulate(const graph::Placement& placement, bool rec
       w.events.pop_back();
       const Workspace::Running& run = w.running[event.device];
       if (!run.active || run.sequence != event.sequence) continue;  // re-timed since
+      w.now = now;
       Finish(w, event.device, now);
       finished = true;
     }

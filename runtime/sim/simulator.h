@@ -29,8 +29,10 @@
 //   (launches are asynchronous), so a stream executes in launch order and stalls on an event wait;
 //   a CPU worker may pop an op whose input is still being copied from a GPU and block on it.
 //   Both depend on host-side timing the simulator does not model.
-// - On a stream, copies waiting to run go before ops waiting to run (they were enqueued when their
-//   value came to exist, before later launches); among copies, first come first served.
+// - On a stream, work runs in the order it was enqueued: a copy when its value came to exist, an op
+//   when it became ready (the worker launches it then, ahead of the stream). So a waiting copy goes
+//   before the ops that became ready at or after it was enqueued, not before those ready earlier;
+//   among copies, first come first served.
 // - A copy's destination memory is counted when the copy ends (the executor counts a CPU clone
 //   then, a GPU copy when it is issued).
 // - busy_seconds and a device lane's op events cover what the executor's RunOp covers on a CPU
@@ -154,6 +156,8 @@ class Simulator {
   void StartNext(Workspace& w, int device, double now) const;
   // The ready op `device` runs next (removed from its queue), or kNoOp.
   graph::OpId PopReady(Workspace& w, int device) const;
+  // The op PopReady would return, left in its queue; kNoOp when none.
+  graph::OpId PeekReady(const Workspace& w, int device) const;
   void Finish(Workspace& w, int device, double now) const;
   void ScheduleEnd(Workspace& w, int device, double time) const;
   void Retime(Workspace& w, double now) const;
