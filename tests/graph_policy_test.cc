@@ -15,6 +15,7 @@
 #include "placer/refiner.h"
 #include "placer/setup/policy_pretraining.h"
 #include "placer/setup/simulated_problem.h"
+#include "runtime/statistics.h"
 #include "tests/temp_dir.h"
 
 namespace placer {
@@ -124,7 +125,10 @@ setup::PolicyCorpusProblem TowersOn(int towers, int64_t width, int64_t batch = 2
 
 // The issue asks for the optimum here; what holds is less (bench/RESULTS.md): the pretrained
 // policy's first answer on six towers beats every baseline and the same network untrained, and
-// stays within 10% of the best that long refinement from every baseline finds.
+// stays within 10% of the best that long refinement from every baseline finds. Judged as the
+// median over three pretraining seeds: one seed's answer depends on the machine's float kernels
+// (40 epochs passed on one machine and gave 1.40 ms on another; at 80 epochs seeds 1-3 gave
+// 0.935, 0.935 and 1.093 ms here).
 TEST(GraphPolicyPretrainingTest, APolicyPretrainedOnTowersOfTwoToFourPlacesSixTowersZeroShot) {
   std::vector<setup::PolicyCorpusProblem> corpus;
   for (int towers : {2, 3, 4}) {
@@ -132,18 +136,13 @@ TEST(GraphPolicyPretrainingTest, APolicyPretrainedOnTowersOfTwoToFourPlacesSixTo
       for (int64_t batch : {128, 512}) corpus.push_back(TowersOn(towers, width, batch));
     }
   }
+  const setup::PolicyCorpusProblem six = TowersOn(6, 1536);
   setup::PolicyPretrainOptions o;
   o.policy = GraphOptions();
   o.iterations = 3;
   o.refine_rounds = 100;
-  o.epochs = 40;
+  o.epochs = 80;
   o.hold_back_every = 0;
-  test_support::TempDir dir;
-  std::ostringstream log;
-  setup::PretrainPolicy(corpus, o, dir.path(), log);
-  std::cout << log.str();
-
-  const setup::PolicyCorpusProblem six = TowersOn(6, 1536);
   const setup::CorpusInstance instance(six.build_forward, six.batch, six.devices, six.nvlink,
                                        six.hosts, o.max_groups);
   const setup::SimulatedProblem& p = *instance.problem;
@@ -181,19 +180,29 @@ TEST(GraphPolicyPretrainingTest, APolicyPretrainedOnTowersOfTwoToFourPlacesSixTo
     const Candidate greedy = policy.Sample(1, std::nullopt, generator, true).candidates[0];
     return std::pair{judge({greedy})[0].seconds, greedy};
   };
-  torch::manual_seed(o.seed);
-  search::GraphPolicyImpl untrained(GraphOptions());
-  search::GraphPolicyImpl pretrained(GraphOptions());
-  pretrained.LoadWeights(dir.path() / setup::kGraphPolicyFile);
-  const auto [zero_shot, greedy] = first_answer(pretrained);
-  const double untrained_seconds = first_answer(untrained).first;
-  std::cout << fmt::format(
-      "6 towers: zero-shot {:.4f} ms (untrained {:.4f} ms), best known "
-      "{:.4f} ms, best baseline {:.4f} ms: {} (best known {})\n",
-      1e3 * zero_shot, 1e3 * untrained_seconds, 1e3 * best, 1e3 * best_start,
-      search::FormatCandidate(greedy), search::FormatCandidate(best_known));
+  std::vector<double> zero_shots, untrained_seconds;
+  for (uint64_t seed : {1, 2, 3}) {
+    o.seed = seed;
+    test_support::TempDir dir;
+    std::ostringstream log;
+    setup::PretrainPolicy(corpus, o, dir.path(), log);
+    std::cout << log.str();
+    torch::manual_seed(o.seed);
+    search::GraphPolicyImpl untrained(GraphOptions());
+    search::GraphPolicyImpl pretrained(GraphOptions());
+    pretrained.LoadWeights(dir.path() / setup::kGraphPolicyFile);
+    const auto [zero_shot, greedy] = first_answer(pretrained);
+    zero_shots.push_back(zero_shot);
+    untrained_seconds.push_back(first_answer(untrained).first);
+    std::cout << fmt::format(
+        "6 towers, seed {}: zero-shot {:.4f} ms (untrained {:.4f} ms), best known {:.4f} ms, "
+        "best baseline {:.4f} ms: {} (best known {})\n",
+        seed, 1e3 * zero_shot, 1e3 * untrained_seconds.back(), 1e3 * best, 1e3 * best_start,
+        search::FormatCandidate(greedy), search::FormatCandidate(best_known));
+  }
+  const double zero_shot = runtime::Median(zero_shots);
   EXPECT_LT(zero_shot, best_start * 0.99);
-  EXPECT_LT(zero_shot, untrained_seconds * 0.99);
+  EXPECT_LT(zero_shot, runtime::Median(untrained_seconds) * 0.99);
   EXPECT_LE(zero_shot, best * 1.10);
 }
 
