@@ -26,7 +26,7 @@ int RunCompareCommand(const Commands& c) {
       config.model.name(), setup->grouping.num_groups(), setup->grouping_name,
       fmt::join(setup->names, ", "), fmt::join(space.replica_counts(), "/"), setup->judge().name(),
       setup->measured ? " (searches learn on the profiled simulator)" : "",
-      config.search.max_wall_seconds);
+      config.search.options.max_wall_seconds);
   std::cout << setup::DescribeSetup(*setup) << '\n';
   for (const std::string& note : setup::SetupNotes(*setup, c.config_path)) {
     std::cout << "note: " << note << '\n';

@@ -48,22 +48,23 @@ int RunSearchCommand(const Commands& c) {
   }
   std::unique_ptr<setup::SearchSetup> setup = setup::BuildSearchSetup(config, std::cout);
   const search::ActionSpace& space = setup->simulated->space();
-  const config::SearchConfig& s = config.search;
+  const search::SearchOptions& s = config.search.options;
   std::cout << fmt::format(
       "placer search: {} ({} groups: {}), devices {}, replica counts {}, micro-batch counts {}, "
       "{} evaluator{}; budget {} policy steps x {} samples, {} evaluations, {:.0f} s; outputs in "
       "{}{}\n",
       config.model.name(), setup->grouping.num_groups(), setup->grouping_name,
       fmt::join(setup->names, ", "), fmt::join(space.replica_counts(), "/"),
-      fmt::join(space.micro_batch_counts(), "/"), config::ToString(s.evaluator),
+      fmt::join(space.micro_batch_counts(), "/"), config::ToString(config.search.evaluator),
       setup->measured ? " (learning on the profiled simulator, then measuring side by side)" : "",
-      s.policy ? s.policy_steps : 0, s.samples_per_step, s.max_evaluations, s.max_wall_seconds,
-      config.output.directory.string(), c.resume ? " (resuming)" : "");
+      s.use_policy ? s.policy_steps : 0, s.learner.samples_per_step, s.max_evaluations,
+      s.max_wall_seconds, config.output.directory.string(), c.resume ? " (resuming)" : "");
   std::cout << setup::DescribeSetup(*setup) << '\n';
-  if (s.edit_proposer != "uniform") {
-    std::cout << fmt::format("refinement edits: {}{}, {} drawn per edit judged\n", s.edit_proposer,
-                             s.edit_model.empty() ? "" : " (" + s.edit_model.string() + ")",
-                             s.edit_screening);
+  if (s.edit_proposal != search::EditProposal::kUniform) {
+    std::cout << fmt::format(
+        "refinement edits: {}{}, {} drawn per edit judged\n",
+        search::EditProposalName(s.edit_proposal),
+        s.edit_model_file.empty() ? "" : " (" + s.edit_model_file.string() + ")", s.edit_screening);
   }
   for (const std::string& note : setup::SetupNotes(*setup, c.config_path)) {
     std::cout << "note: " << note << '\n';

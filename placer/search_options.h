@@ -1,15 +1,19 @@
-// The search's options, torch-free: the single source of every knob's default. The config
-// (placer/config/config.h) starts from these values, the search (search.h), the policy
-// (policy.h), its learner (learner.h) and refinement (refiner.h) read them.
+// The search's options, torch-free: the single source of every knob's default, and of the
+// config's search section: SearchOptions::Fields() declares each key the config sets (key,
+// bound, meaning) once, beside the field; the config reader, its key list and configs/SCHEMA.md's
+// search table come from it (placer/config). The search (search.h), the policy (policy.h), its
+// learner (learner.h) and refinement (refiner.h) read them.
 #pragma once
 
 #include <array>
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string_view>
 
 #include "placer/edit_proposer.h"
+#include "placer/option_visitor.h"
 
 namespace placer::search {
 
@@ -129,6 +133,113 @@ struct SearchOptions {
   int edit_screening = EditGuide{}.screening;         // edits drawn per edit judged
   int checkpoint_every = 10;                          // policy steps
   const std::atomic<bool>* stop_requested = nullptr;  // set by SIGINT/SIGTERM: checkpoint, stop
+
+  // The keys of the config's search section that set these options (placer/config/config.h adds
+  // the config's own); Check() holds the rules across them.
+  void Fields(OptionVisitor& v);
+  std::optional<graph::FieldError> Check() const;
 };
+
+inline void SearchOptions::Fields(OptionVisitor& v) {
+  v.Positive("max_wall_seconds", max_wall_seconds,
+             "wall-clock budget of the planning: the set-up (the model at every replica count, "
+             "profiles, baselines) and the search (at least a tenth of it); the final measurements "
+             "come on top. With `budget_split: fixed`, 30% of the search's share goes to the final "
+             "refinement when both parts run. It counts across resumes (each resume's set-up on "
+             "top)");
+  v.Int("policy_steps", policy_steps, 0, "most policy updates");
+  v.Int("samples_per_step", learner.samples_per_step, 2,
+        "candidates the policy samples per update (K)");
+  v.Int("max_evaluations", max_evaluations, 1,
+        "most distinct candidates judged (a candidate judged before costs nothing)");
+  v.Bool("policy", use_policy, "learn with the policy (PPO, self-imitation)");
+  v.Constraint("policy", "not both false");
+  v.Bool("refinement", use_refinement,
+         "refine by local search (move a group, a band or a segment of groups, shift a stage "
+         "boundary, swap segments, change the replica count; iterated with random kicks)");
+  v.Constraint("refinement", "not both false");
+  v.Int("refinement_rounds", final_refine_rounds, 0,
+        "most rounds of the final refinement, or of refinement's episodes with the earned split "
+        "(each judges up to 32 neighbours at once)");
+  v.OneOf("budget_split", budget_split, kBudgetSplitNames,
+          "how the policy and refinement share the search's budget when both run: `fixed` (the "
+          "default before 2026-12-04) gives the policy's steps (a refinement slice from its best "
+          "sample every 5 steps) 70% of the wall time and the final refinement the rest; "
+          "`earned` runs episodes, each the policy's (5 steps and their slice) or refinement's "
+          "(10 rounds from the best known), drawing the next one's kind in proportion to the "
+          "improvement per evaluation each kind has brought lately (each at least 5% of the "
+          "draws); rounds of refinement's episodes count against `refinement_rounds`");
+  v.OneOf("policy_network", policy.kind, kPolicyKindNames,
+          "the policy's network: `lstm`, the seq2seq network of the 2017/2018 papers (its weights "
+          "sized by the graph and the machine), or `graph`, a graph network over the groups "
+          "(message passing along producer and consumer edges; options scored from their loads, "
+          "traffic and a list-scheduling finish estimate) whose one set of weights places any "
+          "graph on any device count, so that it can be pretrained across graphs "
+          "(`placer/graph_policy.h`)");
+  v.Path("policy_file", policy.pretrained_file,
+         "the graph policy's pretrained weights, relative to the config's directory; a file of "
+         "another version or size is refused naming both");
+  v.Constraint("policy_file",
+               "a file `PretrainPolicy` wrote (`bench/graph_policy_bench pretrain`); only with "
+               "`policy_network: graph`");
+  v.OneOf("edit_proposer", edit_proposal, kEditProposalNames,
+          "which of refinement's random edits get judged: `uniform` judges them as drawn; "
+          "`estimate` draws `edit_screening` times as many, judges the three quarters of a "
+          "round's share that a hand-written estimate ranks best (the busiest device's load and "
+          "the traffic's seconds) and fills the last quarter uniformly from the rest; `learned` "
+          "ranks them by the scorer `placer pretrain` trains, which keeps learning from the "
+          "search's own judgements. In `compare`, refinement alone keeps uniform edits and a row "
+          "\"refinement alone, <proposer> edits\" is added");
+  v.Constraint("edit_proposer", "`learned` needs `edit_model`");
+  v.Path("edit_model", edit_model_file,
+         "the learned proposer's scorer; a file of another placer version or shape is refused");
+  v.Constraint("edit_model",
+               "a file `placer pretrain` wrote (its `edit_model.pt`), relative to the config's "
+               "directory");
+  v.Int("edit_screening", edit_screening, 1,
+        "edits drawn per edit judged, with `estimate` or `learned`");
+  v.Unsigned("seed", seed, "seed of the policy and of refinement");
+  v.Int("checkpoint_every", checkpoint_every, 1,
+        "save the search state every this many policy steps (and after every chunk of the final "
+        "refinement)");
+  v.Positive("failing_step_seconds", failing_step_seconds,
+             "an invalid placement (out of memory, failing op, time limit) is rewarded as a step "
+             "this slow: reward -sqrt(100) = -10, as the hierarchical planner did");
+  v.Positive("learning_rate", learner.learning_rate,
+             "Adam step size of the PPO updates (imitation uses its own, 0.003)");
+  v.NonNegative("entropy_weight", learner.entropy_weight,
+                "weight of the entropy bonus, per decision (the policy-gradient term is averaged "
+                "over the same decisions)");
+  v.Int("ppo_epochs", learner.epochs, 1, "PPO epochs over each batch of samples");
+  v.Int("hidden_size", policy.hidden_size, 2,
+        "size of the policy's encoder state (the bidirectional encoder splits it)");
+  v.Constraint("hidden_size", "even");
+  v.Positive("temperature", policy.temperature,
+             "the policy's logits are divided by it before the softmax");
+  v.NonNegative("tanh_clip", policy.tanh_clip,
+                "C in C*tanh(logits/C); 0 turns clipping off (the 2018 planner used 5)");
+}
+
+inline std::optional<graph::FieldError> SearchOptions::Check() const {
+  if (policy.hidden_size % 2 != 0) {
+    return graph::FieldError{{"hidden_size"}, "must be even (the bidirectional encoder splits it)"};
+  }
+  if (!use_policy && !use_refinement) {
+    return graph::FieldError{{"policy", "refinement"},
+                             "the search needs the policy or refinement (or both)"};
+  }
+  if (!policy.pretrained_file.empty() && policy.kind != PolicyKind::kGraph) {
+    return graph::FieldError{{"policy_file"},
+                             "a pretrained policy file is read by the graph policy only "
+                             "(search.policy_network: graph)"};
+  }
+  if (edit_proposal == EditProposal::kLearned && edit_model_file.empty()) {
+    return graph::FieldError{
+        {"edit_proposer"},
+        "the learned proposer needs search.edit_model (a file `placer pretrain` wrote, such as "
+        "configs/edit_model.pt)"};
+  }
+  return std::nullopt;
+}
 
 }  // namespace placer::search

@@ -71,11 +71,11 @@ TEST(ConfigTest, DefaultLeNetConfigLoads) {
   EXPECT_EQ(config.measurement.timed_steps, 5);
   EXPECT_EQ(config.search.evaluator, config::EvaluatorKind::kMeasured);
   EXPECT_EQ(config.search.replicas, (std::vector<int>{1, 2}));
-  EXPECT_EQ(config.search.samples_per_step, 64);
-  EXPECT_DOUBLE_EQ(config.search.max_wall_seconds, 60.0);
+  EXPECT_EQ(config.search.options.learner.samples_per_step, 64);
+  EXPECT_DOUBLE_EQ(config.search.options.max_wall_seconds, 60.0);
   EXPECT_EQ(config.search.verify_candidates, 5);
-  EXPECT_EQ(config.search.seed, 1u);
-  EXPECT_EQ(config.search.checkpoint_every, 10);
+  EXPECT_EQ(config.search.options.seed, 1u);
+  EXPECT_EQ(config.search.options.checkpoint_every, 10);
   // "../runs/lenet" is relative to configs/, not to the working directory.
   EXPECT_EQ(config.output.directory, fs::path(PLACER_SOURCE_DIR) / "runs" / "lenet");
 }
@@ -94,10 +94,10 @@ TEST(ConfigTest, OmittedSectionsKeepDefaults) {
   EXPECT_EQ(config.measurement.warmup_steps, defaults.measurement.warmup_steps);
   EXPECT_EQ(config.measurement.timed_steps, defaults.measurement.timed_steps);
   EXPECT_DOUBLE_EQ(config.measurement.time_limit_seconds, defaults.measurement.time_limit_seconds);
-  EXPECT_EQ(config.search.policy_steps, defaults.search.policy_steps);
-  EXPECT_EQ(config.search.max_evaluations, defaults.search.max_evaluations);
-  EXPECT_EQ(config.search.seed, defaults.search.seed);
-  EXPECT_EQ(config.search.checkpoint_every, defaults.search.checkpoint_every);
+  EXPECT_EQ(config.search.options.policy_steps, defaults.search.options.policy_steps);
+  EXPECT_EQ(config.search.options.max_evaluations, defaults.search.options.max_evaluations);
+  EXPECT_EQ(config.search.options.seed, defaults.search.options.seed);
+  EXPECT_EQ(config.search.options.checkpoint_every, defaults.search.options.checkpoint_every);
   EXPECT_EQ(config.output.directory, defaults.output.directory);
 }
 
@@ -110,8 +110,8 @@ TEST(ConfigTest, PartialSectionsAndEmptySections) {
   EXPECT_EQ(config.model.options_as<graph::LeNetOptions>().hidden, 64);
   EXPECT_EQ(config.model.options_as<graph::LeNetOptions>().classes, 10);
   EXPECT_EQ(config.measurement.timed_steps, MeasurementConfig{}.timed_steps);
-  EXPECT_EQ(config.search.seed, UINT64_MAX);
-  EXPECT_EQ(config.search.policy_steps, SearchConfig{}.policy_steps);
+  EXPECT_EQ(config.search.options.seed, UINT64_MAX);
+  EXPECT_EQ(config.search.options.policy_steps, SearchConfig{}.options.policy_steps);
 }
 
 TEST(ConfigTest, GroupingDefaultsToCoarseningTo256Groups) {
@@ -126,11 +126,11 @@ TEST(ConfigTest, GroupingDefaultsToCoarseningTo256Groups) {
 
 // The policy's network: the LSTM by default; a pretrained file only for the graph policy.
 TEST(ConfigTest, PolicyNetworkDefaultsToTheLstmAndOnlyTheGraphPolicyReadsAFile) {
-  EXPECT_EQ(ParseConfig(kMinimal, "d.yaml").search.policy_network, search::PolicyKind::kLstm);
+  EXPECT_EQ(ParseConfig(kMinimal, "d.yaml").search.options.policy.kind, search::PolicyKind::kLstm);
   const Config graph = ParseConfig(
       std::string(kMinimal) + "search:\n  policy_network: graph\n  policy_file: p.pt\n", "g.yaml");
-  EXPECT_EQ(graph.search.policy_network, search::PolicyKind::kGraph);
-  EXPECT_EQ(graph.search.policy_file, "p.pt");
+  EXPECT_EQ(graph.search.options.policy.kind, search::PolicyKind::kGraph);
+  EXPECT_EQ(graph.search.options.policy.pretrained_file, "p.pt");
   try {
     ParseConfig(std::string(kMinimal) + "search:\n  policy_file: p.pt\n", "lstm.yaml");
     FAIL() << "an LSTM policy took a pretrained file";
@@ -546,6 +546,19 @@ TEST(SchemaTest, ModelSectionOfTheSchemaIsTheRegistrys) {
   }
 }
 
+// configs/SCHEMA.md's search table is the search section's declarations (SearchConfig::Fields and
+// search::SearchOptions::Fields): every key the reader accepts has its row, none is written by
+// hand.
+TEST(SchemaTest, SearchTableOfTheSchemaIsTheDeclarations) {
+  const std::string generated = SearchSchemaMarkdown();
+  ExpectSchemaBlock("<!-- generated search:", "<!-- end of the generated search table -->",
+                    generated);
+  for (std::string_view key : {"evaluator", "max_wall_seconds", "replicas", "pipeline_replicas",
+                               "policy_file", "edit_proposer", "verify_max_rounds", "max_groups"}) {
+    EXPECT_TRUE(Contains(generated, fmt::format("| `{}` |", key))) << key;
+  }
+}
+
 // The GPU kinds' table is their registry's (runtime/sim/gpu_kinds.cc): a new kind is a row there.
 TEST(SchemaTest, GpuKindsTableOfTheSchemaIsTheRegistrys) {
   const std::string generated = GpuKindSchemaMarkdown();
@@ -565,29 +578,30 @@ namespace {
 // configs/SCHEMA.md's search table states the defaults the search's options struct gives
 // (placer/search_options.h, through SearchConfig): one source, and the documentation follows it.
 TEST(ConfigTest, TheSchemaStatesTheSearchOptionsDefaults) {
-  const SearchConfig d;
+  const search::SearchOptions d = SearchConfig{}.options;
   const std::map<std::string, double> numbers = {{"policy_steps", d.policy_steps},
-                                                 {"samples_per_step", d.samples_per_step},
+                                                 {"samples_per_step", d.learner.samples_per_step},
                                                  {"max_evaluations", d.max_evaluations},
                                                  {"max_wall_seconds", d.max_wall_seconds},
                                                  {"seed", static_cast<double>(d.seed)},
                                                  {"checkpoint_every", d.checkpoint_every},
                                                  {"failing_step_seconds", d.failing_step_seconds},
-                                                 {"learning_rate", d.learning_rate},
-                                                 {"entropy_weight", d.entropy_weight},
-                                                 {"ppo_epochs", d.ppo_epochs},
-                                                 {"hidden_size", d.hidden_size},
-                                                 {"temperature", d.temperature},
-                                                 {"tanh_clip", d.tanh_clip},
-                                                 {"refinement_rounds", d.refinement_rounds},
+                                                 {"learning_rate", d.learner.learning_rate},
+                                                 {"entropy_weight", d.learner.entropy_weight},
+                                                 {"ppo_epochs", d.learner.epochs},
+                                                 {"hidden_size", d.policy.hidden_size},
+                                                 {"temperature", d.policy.temperature},
+                                                 {"tanh_clip", d.policy.tanh_clip},
+                                                 {"refinement_rounds", d.final_refine_rounds},
                                                  {"edit_screening", d.edit_screening}};
   const std::map<std::string, std::string> words = {
-      {"policy", d.policy ? "true" : "false"},
-      {"refinement", d.refinement ? "true" : "false"},
-      {"edit_proposer", d.edit_proposer},
+      {"policy", d.use_policy ? "true" : "false"},
+      {"refinement", d.use_refinement ? "true" : "false"},
+      {"edit_proposer",
+       std::string(search::kEditProposalNames[static_cast<size_t>(d.edit_proposal)])},
       {"budget_split", std::string(search::kBudgetSplitNames[static_cast<size_t>(d.budget_split)])},
       {"policy_network",
-       std::string(search::kPolicyKindNames[static_cast<size_t>(d.policy_network)])}};
+       std::string(search::kPolicyKindNames[static_cast<size_t>(d.policy.kind)])}};
   std::ifstream in(fs::path(PLACER_SOURCE_DIR) / "configs" / "SCHEMA.md");
   std::string line;
   bool in_search = false;

@@ -21,12 +21,13 @@
 
 #include "graph/device.h"
 #include "graph/onnx_loader.h"
+#include "placer/config/field_reading.h"
 #include "placer/config/yaml_reading.h"
 
 namespace placer::config {
 namespace {
 
-using namespace reading;  // the readers of yaml_reading.h, in every section reader below
+using namespace reading;  // the readers of yaml_reading.h and field_reading.h, below
 
 std::string FormatError(const std::string& file, int line, int column, const std::string& key_path,
                         const std::string& message) {
@@ -36,27 +37,8 @@ std::string FormatError(const std::string& file, int line, int column, const std
   return fmt::format("{}: {}: {}", where, key_path, message);
 }
 
-constexpr std::array kEvaluatorNames = {
-    Named<EvaluatorKind>{EvaluatorKind::kMeasured, "measured"},
-    Named<EvaluatorKind>{EvaluatorKind::kSimulated, "simulated"}};
 constexpr std::array kGpuLinkNames = {Named<GpuLink>{GpuLink::kPcie, "pcie"},
                                       Named<GpuLink>{GpuLink::kNvlink, "nvlink"}};
-// graph/grouping.h names its methods; the table lists which of them a config may choose.
-const std::array kGroupingNames = {
-    Named<graph::GroupingMethod>{graph::GroupingMethod::kOpPerGroup,
-                                 graph::ToString(graph::GroupingMethod::kOpPerGroup)},
-    Named<graph::GroupingMethod>{graph::GroupingMethod::kColocate,
-                                 graph::ToString(graph::GroupingMethod::kColocate)},
-    Named<graph::GroupingMethod>{graph::GroupingMethod::kCoarsen,
-                                 graph::ToString(graph::GroupingMethod::kCoarsen)}};
-
-const std::array kBudgetSplitNames = {
-    Named<search::BudgetSplit>{search::BudgetSplit::kFixed, search::kBudgetSplitNames[0]},
-    Named<search::BudgetSplit>{search::BudgetSplit::kEarned, search::kBudgetSplitNames[1]}};
-const std::array kPolicyNetworkNames = {
-    Named<search::PolicyKind>{search::PolicyKind::kLstm, search::kPolicyKindNames[0]},
-    Named<search::PolicyKind>{search::PolicyKind::kGraph, search::kPolicyKindNames[1]}};
-
 const std::array kPrecisionNames = {
     Named<sim::Precision>{sim::Precision::kFp32, sim::ToString(sim::Precision::kFp32)},
     Named<sim::Precision>{sim::Precision::kTf32, sim::ToString(sim::Precision::kTf32)},
@@ -67,64 +49,6 @@ const std::array kGpuEfficiencyNames = {
     Named<sim::GpuEfficiency>{sim::GpuEfficiency::kPeak, sim::ToString(sim::GpuEfficiency::kPeak)},
     Named<sim::GpuEfficiency>{sim::GpuEfficiency::kAchieved,
                               sim::ToString(sim::GpuEfficiency::kAchieved)}};
-
-// The keys of an options struct's fields.
-class FieldKeys final : public graph::FieldVisitor {
- public:
-  void Int(std::string_view key, int64_t&, int64_t, std::string_view) override { Add(key); }
-  void Positive(std::string_view key, double&, std::string_view) override { Add(key); }
-  void Choice(std::string_view key, std::string&, const std::vector<std::string_view>&,
-              std::string_view) override {
-    Add(key);
-  }
-  std::vector<std::string_view> views() const { return {keys_.begin(), keys_.end()}; }
-
- private:
-  void Add(std::string_view key) { keys_.emplace_back(key); }
-  std::vector<std::string> keys_;
-};
-
-// Reads an options struct's fields from a model section, with the fields' own bounds.
-class YamlFields final : public graph::FieldVisitor {
- public:
-  explicit YamlFields(const Mapping& mapping) : mapping_(mapping) {}
-  void Int(std::string_view key, int64_t& value, int64_t minimum, std::string_view) override {
-    ReadInteger(mapping_, key, minimum, &value);
-  }
-  void Positive(std::string_view key, double& value, std::string_view) override {
-    ReadPositive(mapping_, key, &value);
-  }
-  void Choice(std::string_view key, std::string& value,
-              const std::vector<std::string_view>& choices, std::string_view) override {
-    const Value* found = mapping_.Find(key);
-    if (!found) return;
-    std::string chosen = ToString(*found);
-    if (std::find(choices.begin(), choices.end(), chosen) == choices.end()) {
-      found->Fail(
-          fmt::format("unknown {} {}; expected {}", key, Quote(chosen), Alternatives(choices)));
-    }
-    value = chosen;
-  }
-
- private:
-  const Mapping& mapping_;
-};
-
-// A built-in model's section (model.<builtin>) over its options' defaults.
-void ReadModelOptions(const Value& section, graph::ModelOptions& options) {
-  FieldKeys keys;
-  options.Fields(keys);
-  const std::vector<std::string_view> allowed = keys.views();
-  Mapping mapping(section, allowed);
-  YamlFields reader(mapping);
-  options.Fields(reader);
-  if (std::optional<graph::FieldError> error = options.Check()) {
-    for (const std::string& field : error->fields) {
-      if (const Value* value = mapping.Find(field)) value->Fail(error->message);
-    }
-    section.Fail(error->message);
-  }
-}
 
 const std::vector<std::string_view> kCommonModelKeys = {"builtin",       "onnx",      "batch_size",
                                                         "learning_rate", "init_seed", "replicas"};
@@ -167,7 +91,7 @@ ModelConfig ReadModel(const Value& value) {
       }
     }
     std::unique_ptr<graph::ModelOptions> options = entry->defaults();
-    if (const Value* section = mapping.Find(model.builtin)) ReadModelOptions(*section, *options);
+    if (const Value* section = mapping.Find(model.builtin)) ReadFields(*section, *options);
     model.batch_size = options->default_batch_size();
     model.options = std::move(options);
   }
@@ -264,96 +188,6 @@ MeasurementConfig ReadMeasurement(const Value& value) {
   ReadInteger(mapping, "timed_steps", 1, &measurement.timed_steps);
   ReadPositive(mapping, "time_limit_seconds", &measurement.time_limit_seconds);
   return measurement;
-}
-
-SearchConfig ReadSearch(const Value& value) {
-  Mapping mapping(
-      value, {"policy_steps",  "samples_per_step",  "max_evaluations",   "max_wall_seconds",
-              "seed",          "checkpoint_every",  "evaluator",         "failing_step_seconds",
-              "learning_rate", "entropy_weight",    "ppo_epochs",        "hidden_size",
-              "temperature",   "tanh_clip",         "replicas",          "policy",
-              "refinement",    "refinement_rounds", "verify_candidates", "grouping",
-              "max_groups",    "micro_batches",     "verify_rounds",     "verify_max_rounds",
-              "edit_proposer", "edit_model",        "edit_screening",    "pipeline_replicas",
-              "budget_split",  "policy_network",    "policy_file"});
-  SearchConfig search;
-  ReadInteger(mapping, "policy_steps", 0, &search.policy_steps);
-  ReadInteger(mapping, "samples_per_step", 2, &search.samples_per_step);
-  ReadInteger(mapping, "max_evaluations", 1, &search.max_evaluations);
-  ReadPositive(mapping, "max_wall_seconds", &search.max_wall_seconds);
-  ReadUnsigned(mapping, "seed", &search.seed);
-  ReadInteger(mapping, "checkpoint_every", 1, &search.checkpoint_every);
-  ReadChoice(mapping, "evaluator", "evaluator", kEvaluatorNames, &search.evaluator);
-  ReadPositive(mapping, "failing_step_seconds", &search.failing_step_seconds);
-  ReadPositive(mapping, "learning_rate", &search.learning_rate);
-  if (const Value* weight = mapping.Find("entropy_weight")) {
-    search.entropy_weight = ToNumber(*weight);
-    if (search.entropy_weight < 0) weight->Fail("must be >= 0");
-  }
-  ReadInteger(mapping, "ppo_epochs", 1, &search.ppo_epochs);
-  ReadInteger(mapping, "hidden_size", 2, &search.hidden_size);
-  if (search.hidden_size % 2 != 0) {
-    mapping.Find("hidden_size")->Fail("must be even (the bidirectional encoder splits it)");
-  }
-  ReadPositive(mapping, "temperature", &search.temperature);
-  if (const Value* clip = mapping.Find("tanh_clip")) {
-    search.tanh_clip = ToNumber(*clip);
-    if (search.tanh_clip < 0) clip->Fail("must be >= 0 (0 turns clipping off)");
-  }
-  ReadCounts(mapping, "replicas", "replica counts, e.g. [1, 2, 4]", &search.replicas);
-  ReadCounts(mapping, "micro_batches", "micro-batch counts, e.g. [1, 2, 4, 8]",
-             &search.micro_batches);
-  if (mapping.Find("pipeline_replicas") != nullptr) {
-    ReadCounts(mapping, "pipeline_replicas", "replica counts, e.g. [2, 4]",
-               &search.pipeline_replicas.emplace());
-  }
-  if (const Value* policy = mapping.Find("policy")) search.policy = ToBool(*policy);
-  if (const Value* refinement = mapping.Find("refinement")) {
-    search.refinement = ToBool(*refinement);
-  }
-  if (!search.policy && !search.refinement) {
-    mapping.Find(mapping.Find("policy") != nullptr ? "policy" : "refinement")
-        ->Fail("the search needs the policy or refinement (or both)");
-  }
-  ReadInteger(mapping, "refinement_rounds", 0, &search.refinement_rounds);
-  ReadChoice(mapping, "budget_split", "budget split", kBudgetSplitNames, &search.budget_split);
-  ReadChoice(mapping, "policy_network", "policy network", kPolicyNetworkNames,
-             &search.policy_network);
-  if (const Value* file = mapping.Find("policy_file")) {
-    search.policy_file = ToString(*file);
-    if (search.policy_network != search::PolicyKind::kGraph) {
-      file->Fail(
-          "a pretrained policy file is read by the graph policy only "
-          "(search.policy_network: graph)");
-    }
-  }
-  if (const Value* proposer = mapping.Find("edit_proposer")) {
-    search.edit_proposer = ToString(*proposer);
-    if (std::find(search::kEditProposalNames.begin(), search::kEditProposalNames.end(),
-                  search.edit_proposer) == search::kEditProposalNames.end()) {
-      proposer->Fail(fmt::format("unknown edit proposer '{}' (one of: {})", search.edit_proposer,
-                                 fmt::join(search::kEditProposalNames, ", ")));
-    }
-  }
-  if (const Value* model = mapping.Find("edit_model")) search.edit_model = ToString(*model);
-  if (search.edit_proposer == "learned" && search.edit_model.empty()) {
-    mapping.Find("edit_proposer")
-        ->Fail(
-            "the learned proposer needs search.edit_model (a file `placer pretrain` wrote, such as "
-            "configs/edit_model.pt)");
-  }
-  ReadInteger(mapping, "edit_screening", 1, &search.edit_screening);
-  ReadInteger(mapping, "verify_candidates", 1, &search.verify_candidates);
-  // Two rounds at least: one gives no interval to tell a tie from a win.
-  ReadInteger(mapping, "verify_rounds", 2, &search.verify_rounds);
-  search.verify_max_rounds = std::max(search.verify_max_rounds, search.verify_rounds);
-  ReadInteger(mapping, "verify_max_rounds", search.verify_rounds, &search.verify_max_rounds);
-  if (search.verify_max_rounds > 1000) {
-    mapping.Find("verify_max_rounds")->Fail("must be at most 1000");
-  }
-  ReadChoice(mapping, "grouping", "grouping", kGroupingNames, &search.grouping);
-  ReadInteger(mapping, "max_groups", 1, &search.max_groups);
-  return search;
 }
 
 SimulationConfig ReadSimulation(const Value& value) {
@@ -473,7 +307,7 @@ Config ReadConfig(const YAML::Node& root, const std::string& file_name) {
   if (const Value* measurement = sections.Find("measurement")) {
     config.measurement = ReadMeasurement(*measurement);
   }
-  if (const Value* search = sections.Find("search")) config.search = ReadSearch(*search);
+  if (const Value* search = sections.Find("search")) ReadFields(*search, config.search);
   if (const Value* cluster = sections.Find("cluster")) config.cluster = ReadCluster(*cluster);
   if (const Value* output = sections.Find("output")) config.output = ReadOutput(*output);
   return config;
@@ -510,7 +344,9 @@ void ResolveOnnxBatch(Config& config, const std::string& text) {
 
 }  // namespace
 
-std::string_view ToString(EvaluatorKind kind) { return NameIn(kEvaluatorNames, kind); }
+std::string_view ToString(EvaluatorKind kind) {
+  return kEvaluatorKindNames.at(static_cast<size_t>(kind));
+}
 std::string_view ToString(GpuLink link) { return NameIn(kGpuLinkNames, link); }
 
 ConfigError::ConfigError(std::string file, int line, int column, std::string key_path,

@@ -2,11 +2,13 @@
 // configs/SCHEMA.md; every field below names its YAML key.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "graph/builtin_models.h"
@@ -28,6 +30,8 @@ enum class GpuLink {
   kPcie,    // "pcie": PCIe 4.0 x16
   kNvlink,  // "nvlink": NVLink 4
 };
+// In enum order (the config's search.evaluator values).
+inline constexpr std::array<std::string_view, 2> kEvaluatorKindNames = {"measured", "simulated"};
 std::string_view ToString(EvaluatorKind kind);
 std::string_view ToString(GpuLink link);
 
@@ -100,38 +104,17 @@ struct MeasurementConfig {
   double time_limit_seconds = 60.0;  // measurement.time_limit_seconds, per placement
 };
 
-// The search's own options (placer/search_options.h) are the single source of the defaults below.
-inline const search::SearchOptions kSearchDefaults{};
-
 // search: what the placement search may do, and its budgets (placer/search.h describes the
-// search; its options give these defaults).
+// search). Each key is declared once, in Fields(): the search's own options' keys in
+// search::SearchOptions::Fields() (placer/search_options.h, which also gives their defaults), the
+// config's own below; the reader, its key list and configs/SCHEMA.md's search table visit them.
 struct SearchConfig {
-  int policy_steps = kSearchDefaults.policy_steps;  // search.policy_steps: most policy updates
-  int samples_per_step =
-      kSearchDefaults.learner
-          .samples_per_step;  // search.samples_per_step: candidates per policy update
-  int max_evaluations =
-      kSearchDefaults.max_evaluations;  // search.max_evaluations: distinct candidates judged
-  double max_wall_seconds = kSearchDefaults.max_wall_seconds;  // search.max_wall_seconds
-  uint64_t seed = kSearchDefaults.seed;                        // search.seed
-  int checkpoint_every =
-      kSearchDefaults.checkpoint_every;  // search.checkpoint_every (policy steps)
+  // The search's options as the config sets them (the paths as written, relative to the config's
+  // directory; setup::SearchOptionsFor resolves them and derives the search's own wall budget).
+  search::SearchOptions options;
   // search.evaluator: "measured" (learn on a simulator profiled on these devices, then measure the
   // best candidates and the baselines side by side) or "simulated" (the simulator throughout).
   EvaluatorKind evaluator = EvaluatorKind::kMeasured;
-  double failing_step_seconds =
-      kSearchDefaults
-          .failing_step_seconds;  // search.failing_step_seconds: invalid placements count so
-  double learning_rate = kSearchDefaults.learner.learning_rate;  // search.learning_rate (Adam, PPO)
-  double entropy_weight =
-      kSearchDefaults.learner.entropy_weight;  // search.entropy_weight (per decision)
-  int ppo_epochs =
-      kSearchDefaults.learner.epochs;  // search.ppo_epochs: PPO epochs per policy update
-  int hidden_size = kSearchDefaults.policy.hidden_size;  // search.hidden_size (policy encoder)
-  double temperature =
-      kSearchDefaults.policy.temperature;  // search.temperature (softmax of the policy)
-  double tanh_clip =
-      kSearchDefaults.policy.tanh_clip;  // search.tanh_clip: C in C*tanh(logits/C); 0 = off
   // search.replicas: the replica counts searched (data parallelism and hybrids); empty: 1, 2, 4,
   // ... up to the number of devices, and that number.
   std::vector<int> replicas;
@@ -143,29 +126,6 @@ struct SearchConfig {
   // x M micro-batches, each M of micro_batches above 1); absent: the replica counts from 2 up to
   // half the devices, within the same 120k ops of R x M copies; [1]: no replicated pipelines.
   std::optional<std::vector<int>> pipeline_replicas;
-  bool policy =
-      kSearchDefaults.use_policy;  // search.policy: learn with the policy (PPO, self-imitation)
-  bool refinement =
-      kSearchDefaults.use_refinement;  // search.refinement: refine by local search on the simulator
-  int refinement_rounds =
-      kSearchDefaults
-          .final_refine_rounds;  // search.refinement_rounds: most rounds of the final refinement
-  // search.budget_split: how the policy and refinement share the budget ("fixed" or "earned",
-  // placer/search_options.h).
-  search::BudgetSplit budget_split = kSearchDefaults.budget_split;
-  // search.policy_network: "lstm" (the 2017/2018 papers' seq2seq network) or "graph" (the graph
-  // network of placer/graph_policy.h, for any graph and device count); search.policy_file: the
-  // graph network's pretrained weights (`placer pretrain --policy`), relative to the config's
-  // directory; empty: a fresh network.
-  search::PolicyKind policy_network = kSearchDefaults.policy.kind;
-  std::filesystem::path policy_file;
-  // search.edit_proposer: which of refinement's random edits get judged (placer/edit_proposer.h):
-  // "uniform" (all, as drawn), "estimate" (the hand-written ranking) or "learned" (the scorer
-  // of search.edit_model, trained by `placer pretrain`).
-  std::string edit_proposer = "uniform";
-  std::filesystem::path edit_model;  // search.edit_model: relative to the config's directory
-  int edit_screening =
-      kSearchDefaults.edit_screening;  // search.edit_screening: edits drawn per edit judged
   int verify_candidates = 5;  // search.verify_candidates: best candidates re-measured (measured)
   // search.verify_rounds: interleaved rounds of every placement in the closing side-by-side
   // (measured); search.verify_max_rounds: the budget, the rounds of the contenders while the
@@ -176,6 +136,10 @@ struct SearchConfig {
   // co-location rules) or "coarsen" (co-location, then merging by cost down to max_groups).
   graph::GroupingMethod grouping = graph::GroupingMethod::kCoarsen;
   int max_groups = 256;  // search.max_groups: most groups "coarsen" leaves
+
+  // Every key of search: (placer/config/search_section.cc), and the rules across them.
+  void Fields(search::OptionVisitor& v);
+  std::optional<graph::FieldError> Check() const;
 };
 
 // simulation: the cost model of the simulated evaluator.
@@ -265,6 +229,8 @@ Config ParseConfig(const std::string& yaml_text, const std::string& file_name);
 // The model section of configs/SCHEMA.md as the registry and this reader define it: the `model`
 // table and one section per built-in model (config_test checks the file against it).
 std::string ModelSchemaMarkdown();
+// configs/SCHEMA.md's table of the search section, from SearchConfig::Fields().
+std::string SearchSchemaMarkdown();
 // configs/SCHEMA.md's table of the GPU kinds (runtime/sim/gpu_kinds.h), one row per kind.
 std::string GpuKindSchemaMarkdown();
 

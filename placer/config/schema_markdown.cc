@@ -1,9 +1,14 @@
-// configs/SCHEMA.md's generated blocks: the model sections, from the built-in models' options, and
-// the GPU kinds' table, from their registry (a test checks that the file holds them).
+// configs/SCHEMA.md's generated blocks: the model sections, from the built-in models' options, the
+// search table, from the search section's declarations (SearchConfig::Fields), and the GPU kinds'
+// table, from their registry (a test checks that the file holds them).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
+#include <filesystem>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,38 +20,85 @@ namespace placer::config {
 
 namespace {
 
-// A built-in model's fields as rows of the schema's tables.
-class FieldRows final : public graph::FieldVisitor {
+// An options struct's fields as rows of the schema's tables.
+class FieldRows final : public search::OptionVisitor {
  public:
   void Int(std::string_view key, int64_t& value, int64_t minimum,
            std::string_view meaning) override {
     Row(key, "integer", fmt::format("`{}`", value), fmt::format(">= {}", minimum), meaning);
   }
+  void Int(std::string_view key, int& value, int64_t minimum, std::string_view meaning) override {
+    int64_t wide = value;
+    Int(key, wide, minimum, meaning);
+  }
   void Positive(std::string_view key, double& value, std::string_view meaning) override {
-    const std::string shown =
-        value == std::floor(value) ? fmt::format("{:.1f}", value) : fmt::format("{}", value);
-    Row(key, "number", fmt::format("`{}`", shown), "> 0", meaning);
+    Row(key, "number", fmt::format("`{}`", Shown(value)), "> 0", meaning);
   }
   void Choice(std::string_view key, std::string& value,
               const std::vector<std::string_view>& choices, std::string_view meaning) override {
-    std::vector<std::string> quoted;
-    for (std::string_view choice : choices) quoted.push_back(fmt::format("`{}`", choice));
-    std::string constraint;
-    for (size_t k = 0; k < quoted.size(); ++k) {
-      if (k > 0) constraint += k + 1 == quoted.size() ? " or " : ", ";
-      constraint += quoted[k];
-    }
-    Row(key, "string", fmt::format("`{}`", value), constraint, meaning);
+    Row(key, "string", fmt::format("`{}`", value), Alternatives(choices), meaning);
   }
-  const std::string& rows() const { return rows_; }
+  void Unsigned(std::string_view key, uint64_t& value, std::string_view meaning) override {
+    Row(key, "integer", fmt::format("`{}`", value), ">= 0 (64-bit)", meaning);
+  }
+  void NonNegative(std::string_view key, double& value, std::string_view meaning) override {
+    Row(key, "number", fmt::format("`{}`", Shown(value)), ">= 0", meaning);
+  }
+  void Bool(std::string_view key, bool& value, std::string_view meaning) override {
+    Row(key, "boolean", value ? "`true`" : "`false`", "", meaning);
+  }
+  void OneOf(std::string_view key, size_t& index, std::span<const std::string_view> names,
+             std::string_view meaning) override {
+    Row(key, "string", fmt::format("`{}`", names[index]),
+        Alternatives({names.begin(), names.end()}), meaning);
+  }
+  void Counts(std::string_view key, std::optional<std::vector<int>>& value, std::string_view,
+              std::string_view fallback, std::string_view meaning) override {
+    Row(key, "list of integers",
+        value ? fmt::format("`[{}]`", fmt::join(*value, ", ")) : std::string(fallback),
+        "each in [1, 4096]", meaning);
+  }
+  void Path(std::string_view key, std::filesystem::path& value, std::string_view meaning) override {
+    Row(key, "path", value.empty() ? "none" : fmt::format("`{}`", value.string()), "", meaning);
+  }
+  void Constraint(std::string_view key, std::string_view text) override {
+    for (Cells& row : rows_) {
+      if (row.key != key) continue;
+      row.constraint += row.constraint.empty() ? std::string(text) : fmt::format("; {}", text);
+    }
+  }
+  std::string rows() const {
+    std::string text;
+    for (const Cells& row : rows_) {
+      text += fmt::format("| `{}` | {} | {} | {} | {} |\n", row.key, row.type, row.fallback,
+                          row.constraint, row.meaning);
+    }
+    return text;
+  }
 
  private:
+  struct Cells {
+    std::string key, type, fallback, constraint, meaning;
+  };
+  // "60.0", "0.0005".
+  static std::string Shown(double value) {
+    return value == std::floor(value) ? fmt::format("{:.1f}", value) : fmt::format("{}", value);
+  }
+  // "`a` or `b`", "`a`, `b` or `c`".
+  static std::string Alternatives(const std::vector<std::string_view>& choices) {
+    std::string text;
+    for (size_t k = 0; k < choices.size(); ++k) {
+      if (k > 0) text += k + 1 == choices.size() ? " or " : ", ";
+      text += fmt::format("`{}`", choices[k]);
+    }
+    return text;
+  }
   void Row(std::string_view key, std::string_view type, const std::string& fallback,
            const std::string& constraint, std::string_view meaning) {
-    rows_ +=
-        fmt::format("| `{}` | {} | {} | {} | {} |\n", key, type, fallback, constraint, meaning);
+    rows_.push_back(
+        {std::string(key), std::string(type), fallback, constraint, std::string(meaning)});
   }
-  std::string rows_;
+  std::vector<Cells> rows_;
 };
 
 constexpr std::string_view kTableHead =
@@ -104,6 +156,13 @@ std::string ModelSchemaMarkdown() {
   return text;
 }
 
+std::string SearchSchemaMarkdown() {
+  SearchConfig defaults;
+  FieldRows rows;
+  defaults.Fields(rows);
+  return std::string(kTableHead) + rows.rows();
+}
+
 namespace {
 
 // "1,555"; "494.5" (the data sheets' figures are whole but for a few TFLOP/s).
@@ -111,11 +170,13 @@ std::string Thousands(double value) {
   value = std::round(value * 100) / 100;  // 362.05 TFLOP/s, not 362.04999999999995
   const auto whole = static_cast<int64_t>(std::llround(value));
   if (static_cast<double>(whole) != value) return fmt::format("{}", value);
-  std::string digits = std::to_string(whole);
-  for (int at = static_cast<int>(digits.size()) - 3; at > 0; at -= 3) {
-    digits.insert(static_cast<size_t>(at), ",");
+  const std::string digits = std::to_string(whole);
+  std::string grouped;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) grouped += ',';
+    grouped += digits[i];
   }
-  return digits;
+  return grouped;
 }
 
 std::string Ordinal(int n) {

@@ -84,8 +84,8 @@ search::ComparisonReport CompareMethods(const SearchSetup& setup,
   // The searches: the policy with refinement (the answer), and, to show what each part adds,
   // the policy alone and refinement alone (from the best baseline), each with the same budget.
   const search::SearchOutcome learned =
-      run("policy and refinement", setup.config.search.policy, setup.config.search.refinement,
-          configured.edit_proposal);
+      run("policy and refinement", setup.config.search.options.use_policy,
+          setup.config.search.options.use_refinement, configured.edit_proposal);
   auto add_search = [&](Kind kind, const std::string& method,
                         const search::SearchOutcome& outcome) {
     pending.push_back({kind, method,
@@ -96,19 +96,19 @@ search::ComparisonReport CompareMethods(const SearchSetup& setup,
   // Refinement alone draws its edits uniformly: with another proposer configured, a row of its
   // own shows what the proposer adds to the same refinement.
   const bool screened = configured.edit_proposal != search::EditProposal::kUniform;
-  if (setup.config.search.policy && setup.config.search.refinement) {
+  if (setup.config.search.options.use_policy && setup.config.search.options.use_refinement) {
     add_search(Kind::kAblation, "policy alone",
                run("the policy alone", true, false, configured.edit_proposal));
     add_search(Kind::kAblation, "refinement alone",
                run("refinement alone", false, true, search::EditProposal::kUniform));
   }
-  if (screened && setup.config.search.refinement) {
+  if (screened && setup.config.search.options.use_refinement) {
     const std::string name = fmt::format("refinement alone, {} edits",
                                          search::EditProposalName(configured.edit_proposal));
     add_search(Kind::kAblation, name, run(name, false, true, configured.edit_proposal));
   }
   const search::SearchOutcome random = search::RandomSearch(
-      *setup.simulated, std::max(1, learned.evaluations), setup.config.search.seed);
+      *setup.simulated, std::max(1, learned.evaluations), setup.config.search.options.seed);
   report.learned_curve = learned.curve;
   report.random_curve = random.curve;
   pending.push_back({Kind::kBaseline,

@@ -272,13 +272,13 @@ std::string DescribeReplicas(const search::ReplicatedModel& model) {
 }
 
 std::filesystem::path EditModelFileOf(const config::Config& config) {
-  if (config.search.edit_proposer != "learned") return {};
-  const std::filesystem::path& file = config.search.edit_model;
+  if (config.search.options.edit_proposal != search::EditProposal::kLearned) return {};
+  const std::filesystem::path& file = config.search.options.edit_model_file;
   return file.is_relative() ? config.source.parent_path() / file : file;
 }
 
 std::filesystem::path PolicyFileOf(const config::Config& config) {
-  const std::filesystem::path& file = config.search.policy_file;
+  const std::filesystem::path& file = config.search.options.policy.pretrained_file;
   if (file.empty()) return {};
   return file.is_relative() ? config.source.parent_path() / file : file;
 }
@@ -443,29 +443,11 @@ search::SearchProblem SearchSetup::Problem() const {
 }
 
 search::SearchOptions SearchOptionsFor(const SearchSetup& setup) {
-  const config::SearchConfig& c = setup.config.search;
-  search::SearchOptions o;
-  o.policy_steps = c.policy_steps;
-  o.max_evaluations = c.max_evaluations;
-  o.max_wall_seconds = std::max(c.max_wall_seconds - setup.setup_seconds, 0.1 * c.max_wall_seconds);
-  o.seed = c.seed;
-  o.failing_step_seconds = c.failing_step_seconds;
-  o.use_policy = c.policy;
-  o.use_refinement = c.refinement;
-  o.final_refine_rounds = c.refinement_rounds;
-  o.budget_split = c.budget_split;
-  o.checkpoint_every = c.checkpoint_every;
-  o.policy.hidden_size = c.hidden_size;
-  o.policy.kind = c.policy_network;
+  // The config's options, with what is derived: the search's share of the wall budget, and the
+  // files resolved against the config's directory (the scorer's only for the learned proposer).
+  search::SearchOptions o = setup.config.search.options;
+  o.max_wall_seconds = std::max(o.max_wall_seconds - setup.setup_seconds, 0.1 * o.max_wall_seconds);
   o.policy.pretrained_file = PolicyFileOf(setup.config);
-  o.policy.temperature = c.temperature;
-  o.policy.tanh_clip = c.tanh_clip;
-  o.learner.learning_rate = c.learning_rate;
-  o.learner.entropy_weight = c.entropy_weight;
-  o.learner.samples_per_step = c.samples_per_step;
-  o.learner.epochs = c.ppo_epochs;
-  o.edit_proposal = search::ParseEditProposal(c.edit_proposer);
-  o.edit_screening = c.edit_screening;
   o.edit_model_file = EditModelFileOf(setup.config);
   return o;
 }
