@@ -31,6 +31,10 @@ struct OpTypeInfo {
   ShapeRule shapes;
   FlopRule flops;
   OutputDType dtype = OutputDType::kFloat;
+  // Each output element depends only on the inputs' elements at its own (broadcast) index, so the
+  // op can run on any slice of its inputs (graph/tensor_parallel.h). Dropout is not: its mask is
+  // drawn over the whole tensor.
+  bool elementwise = false;
 };
 
 using OpTable = std::unordered_map<std::string, OpTypeInfo>;

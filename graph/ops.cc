@@ -202,6 +202,11 @@ DType ParseDType(const Op& op, const std::string& attr) {
 
 bool IsKnownOpType(const std::string& type) { return Registry().count(type) != 0; }
 
+bool IsElementwise(const std::string& type) {
+  const auto it = Registry().find(type);
+  return it != Registry().end() && it->second.elementwise;
+}
+
 std::vector<std::string> KnownOpTypes() {
   std::vector<std::string> types;
   for (const auto& [name, info] : Registry()) types.push_back(name);

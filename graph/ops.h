@@ -226,6 +226,9 @@ inline constexpr char kSgdUpdate[] = "SgdUpdate";
 
 bool IsKnownOpType(const std::string& type);
 std::vector<std::string> KnownOpTypes();
+// Pointwise types (unary and binary arithmetic, comparisons, logic, Where, Clip, Cast): an output
+// element depends only on the inputs' elements at its own broadcast index.
+bool IsElementwise(const std::string& type);
 
 // Output shapes of `op` given its input tensors' shapes in `graph`. Throws GraphError naming the
 // op when inputs are missing or their shapes or types do not fit the op type.

@@ -98,6 +98,7 @@ std::vector<Shape> WhereShapes(const Graph& g, const Op& op) {
 
 void AddElementwiseTypes(OpTable& table) {
   namespace t = op_types;
+  OpTable family;
   // Unary on floats. FLOPs per element: 1 for the cheap ones, a few for transcendental ones.
   const std::pair<const char*, double> unary[] = {
       {t::kRelu, 1},        {t::kSigmoid, 4},   {t::kTanh, 4},
@@ -113,31 +114,36 @@ void AddElementwiseTypes(OpTable& table) {
       {t::kSelu, 5},        {t::kCelu, 5},      {t::kThresholdedRelu, 1},
       {t::kShrink, 2},
   };
-  for (const auto& [name, flops] : unary) table[name] = {FloatUnaryShapes, PerOutput(flops)};
-  table[t::kIsNaN] = {FloatUnaryShapes, PerOutput(1), OutputDType::kInt64};
-  table[t::kIsInf] = {FloatUnaryShapes, PerOutput(1), OutputDType::kInt64};
-  table[t::kDropout] = {DropoutShapes, PerOutput(3)};  // draw, compare, scale
+  for (const auto& [name, flops] : unary) family[name] = {FloatUnaryShapes, PerOutput(flops)};
+  family[t::kIsNaN] = {FloatUnaryShapes, PerOutput(1), OutputDType::kInt64};
+  family[t::kIsInf] = {FloatUnaryShapes, PerOutput(1), OutputDType::kInt64};
+  family[t::kDropout] = {DropoutShapes, PerOutput(3)};  // draw, compare, scale
   // Any type.
   for (const char* name : {t::kNeg, t::kAbs, t::kSign}) {
-    table[name] = {SameShape, PerOutput(1), OutputDType::kLikeInput0};
+    family[name] = {SameShape, PerOutput(1), OutputDType::kLikeInput0};
   }
-  table[t::kIdentity] = {SameShape, Free, OutputDType::kLikeInput0};
-  table[t::kClip] = {ClipShapes, PerOutput(2), OutputDType::kLikeInput0};
-  table[t::kCast] = {CastShapes, Free, OutputDType::kCastTo};
-  table[t::kNot] = {IntUnaryShapes, PerOutput(1), OutputDType::kLikeInput0};
+  family[t::kIdentity] = {SameShape, Free, OutputDType::kLikeInput0};
+  family[t::kClip] = {ClipShapes, PerOutput(2), OutputDType::kLikeInput0};
+  family[t::kCast] = {CastShapes, Free, OutputDType::kCastTo};
+  family[t::kNot] = {IntUnaryShapes, PerOutput(1), OutputDType::kLikeInput0};
   // Binary.
   for (const char* name : {t::kAdd, t::kSub, t::kMul, t::kDiv, t::kMax, t::kMin, t::kMod}) {
-    table[name] = {BinaryShapes, PerOutput(1), OutputDType::kLikeInput0};
+    family[name] = {BinaryShapes, PerOutput(1), OutputDType::kLikeInput0};
   }
-  table[t::kPow] = {PowShapes, PerOutput(4), OutputDType::kLikeInput0};
-  table[t::kPRelu] = {PReluShapes, PerOutput(2)};
+  family[t::kPow] = {PowShapes, PerOutput(4), OutputDType::kLikeInput0};
+  family[t::kPRelu] = {PReluShapes, PerOutput(2)};
   for (const char* name : {t::kEqual, t::kLess, t::kLessOrEqual, t::kGreater, t::kGreaterOrEqual}) {
-    table[name] = {BinaryShapes, PerOutput(1), OutputDType::kInt64};
+    family[name] = {BinaryShapes, PerOutput(1), OutputDType::kInt64};
   }
   for (const char* name : {t::kAnd, t::kOr, t::kXor}) {
-    table[name] = {LogicShapes, PerOutput(1), OutputDType::kInt64};
+    family[name] = {LogicShapes, PerOutput(1), OutputDType::kInt64};
   }
-  table[t::kWhere] = {WhereShapes, PerOutput(1), OutputDType::kLikeInput1};
+  family[t::kWhere] = {WhereShapes, PerOutput(1), OutputDType::kLikeInput1};
+  // Every type of this family is pointwise but Dropout, whose mask is drawn over the whole tensor.
+  for (auto& [name, info] : family) {
+    info.elementwise = name != t::kDropout;
+    table[name] = std::move(info);
+  }
 }
 
 }  // namespace placer::graph
