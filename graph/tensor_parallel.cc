@@ -1,0 +1,431 @@
+#include "graph/tensor_parallel.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <utility>
+
+#include "graph/ops.h"
+
+namespace placer::graph {
+
+std::string ShardName(int shard, const std::string& name) {
+  return fmt::format("tp{}/{}", shard, name);
+}
+
+namespace {
+
+constexpr int kWhole = -1;  // a tensor not split: every shard reads all of it
+
+size_t Rank(const Graph& g, TensorId t) { return g.tensor(t).shape.size(); }
+
+int NormalAxis(int64_t axis, size_t rank) {
+  return static_cast<int>(axis < 0 ? axis + static_cast<int64_t>(rank) : axis);
+}
+
+bool IsLinearLayer(const Graph& g, const Op& op) {
+  if (op.type == op_types::kLinear) return true;
+  return op.type == op_types::kMatMul && op.inputs.size() == 2 &&
+         g.tensor(op.inputs[1]).kind == TensorKind::kParameter && Rank(g, op.inputs[1]) == 2;
+}
+
+// Row-major values of `shape` cut to `size` entries along `axis` from `begin`.
+std::vector<float> SliceValues(const std::vector<float>& values, const Shape& shape, int axis,
+                               int64_t begin, int64_t size) {
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= shape[static_cast<size_t>(d)];
+  for (size_t d = static_cast<size_t>(axis) + 1; d < shape.size(); ++d) inner *= shape[d];
+  const int64_t extent = shape[static_cast<size_t>(axis)];
+  std::vector<float> out;
+  out.reserve(static_cast<size_t>(outer * size * inner));
+  for (int64_t o = 0; o < outer; ++o) {
+    const auto first = values.begin() + (o * extent + begin) * inner;
+    out.insert(out.end(), first, first + size * inner);
+  }
+  return out;
+}
+
+// How one op of the model runs on the shards: the op each shard runs (its inputs are the model's
+// tensors), each input's axis of split (its pieces) or kWhole, and the output's axis of split. A
+// partial op's shards each compute a part of a sum (a contraction over a split axis).
+struct ShardPlan {
+  Op shard_op;
+  std::vector<int> input_axis;
+  int output_axis = kWhole;
+  bool partial = false;
+  std::optional<TensorId> bias_after_sum;  // a row-parallel Linear's bias, added once
+};
+
+class Sharder {
+ public:
+  Sharder(const Graph& model, int ways)
+      : model_(model),
+        ways_(ways),
+        axis_(static_cast<size_t>(model.num_tensors()), kWhole),
+        pieces_(static_cast<size_t>(model.num_tensors())),
+        whole_(static_cast<size_t>(model.num_tensors()), -1) {
+    result_.ways = ways;
+  }
+
+  TensorParallelGraph Run(const std::set<OpId>& starts) {
+    for (OpId id : model_.TopologicalOrder()) {
+      const Op& op = model_.op(id);
+      if (op.phase != Phase::kForward) {
+        throw GraphError(
+            fmt::format("tensor parallelism rewrites a forward graph; op '{}' is a {} op", op.name,
+                        ToString(op.phase)));
+      }
+      std::optional<ShardPlan> plan =
+          starts.count(id) ? ColumnStart(op) : (AnySplit(op) ? Follow(op) : std::nullopt);
+      if (plan && CanCut(*plan)) {
+        EmitShards(id, *plan);
+      } else {
+        EmitWhole(id);
+      }
+    }
+    result_.forward.Validate();
+    return std::move(result_);
+  }
+
+ private:
+  const Tensor& T(TensorId t) const { return model_.tensor(t); }
+  int64_t Extent(TensorId t, int axis) const { return T(t).shape[static_cast<size_t>(axis)]; }
+  bool AnySplit(const Op& op) const {
+    return std::any_of(op.inputs.begin(), op.inputs.end(),
+                       [&](TensorId t) { return axis_[static_cast<size_t>(t)] != kWhole; });
+  }
+  int SplitOf(TensorId t) const { return axis_[static_cast<size_t>(t)]; }
+
+  // Every input cut along its axis must divide evenly.
+  bool CanCut(const ShardPlan& plan) const {
+    for (size_t i = 0; i < plan.input_axis.size(); ++i) {
+      const int axis = plan.input_axis[i];
+      if (axis != kWhole && Extent(plan.shard_op.inputs[i], axis) % ways_ != 0) return false;
+    }
+    return true;
+  }
+
+  ShardPlan PlanFor(const Op& op, std::vector<int> input_axis, int output_axis) const {
+    return ShardPlan{
+        .shard_op = op, .input_axis = std::move(input_axis), .output_axis = output_axis};
+  }
+
+  ShardPlan ColumnStart(const Op& op) const {
+    if (!IsLinearLayer(model_, op)) {
+      throw GraphError(fmt::format(
+          "tensor parallelism: op '{}' ({}) cannot start a column split: only Linear, and MatMul "
+          "by a rank-2 parameter, can",
+          op.name, op.type));
+    }
+    const int out_axis = static_cast<int>(Rank(model_, op.outputs[0])) - 1;
+    const int64_t features = Extent(op.outputs[0], out_axis);
+    if (features % ways_ != 0) {
+      throw GraphError(fmt::format(
+          "tensor parallelism: op '{}' has {} output features, which {} shards do not divide",
+          op.name, features, ways_));
+    }
+    if (op.type == op_types::kLinear) {  // weight [O, K], bias [O]: rows
+      std::vector<int> axes{kWhole, 0};
+      if (op.inputs.size() > 2) axes.push_back(0);
+      return PlanFor(op, axes, out_axis);
+    }
+    return PlanFor(op, {kWhole, 1}, out_axis);  // MatMul by [K, N]: columns
+  }
+
+  // How an op whose inputs are split can follow the split, or nullopt when it cannot.
+  std::optional<ShardPlan> Follow(const Op& op) const {
+    namespace t = op_types;
+    if (op.outputs.size() != 1) return std::nullopt;
+    const size_t out_rank = Rank(model_, op.outputs[0]);
+    if (IsElementwise(op.type)) return Elementwise(op, out_rank);
+    const int s = SplitOf(op.inputs[0]);
+    if (op.type == t::kSoftmax || op.type == t::kLogSoftmax || op.type == t::kHardmax ||
+        op.type == t::kSlice) {
+      if (s == kWhole || NormalAxis(op.attrs.GetInt("axis"), out_rank) == s) return std::nullopt;
+      return PlanFor(op, {s}, s);
+    }
+    if (op.type == t::kLayerNorm) {
+      const int64_t axis = op.attrs.Has("axis") ? op.attrs.GetInt("axis") : -1;
+      if (s == kWhole || s >= NormalAxis(axis, out_rank)) return std::nullopt;
+      std::vector<int> axes(op.inputs.size(), kWhole);
+      axes[0] = s;
+      return PlanFor(op, axes, s);
+    }
+    if (op.type == t::kTranspose) {
+      const std::vector<int64_t>& perm = op.attrs.GetInts("perm");
+      const auto at = std::find(perm.begin(), perm.end(), s);
+      return PlanFor(op, {s}, static_cast<int>(at - perm.begin()));
+    }
+    if (op.type == t::kReshape) return Reshape(op);
+    if (op.type == t::kConcat) {
+      const int axis = NormalAxis(op.attrs.GetInt("axis"), out_rank);
+      int split = kWhole;
+      for (TensorId in : op.inputs) {
+        if (SplitOf(in) == kWhole) continue;
+        if (split != kWhole && SplitOf(in) != split) return std::nullopt;
+        split = SplitOf(in);
+      }
+      if (split == axis) return std::nullopt;
+      return PlanFor(op, std::vector<int>(op.inputs.size(), split), split);
+    }
+    if (op.type == t::kLinear) {
+      if (s == static_cast<int>(Rank(model_, op.inputs[0])) - 1) {  // row-parallel
+        ShardPlan plan = PlanFor(op, {s, 1}, kWhole);
+        plan.shard_op.inputs.resize(2);
+        plan.partial = true;
+        if (op.inputs.size() > 2) plan.bias_after_sum = op.inputs[2];
+        return plan;
+      }
+      if (SplitOf(op.inputs[1]) != kWhole) return std::nullopt;
+      return PlanFor(op, std::vector<int>(op.inputs.size(), kWhole), s);
+    }
+    if (op.type == t::kMatMul) return MatMul(op, out_rank);
+    return std::nullopt;
+  }
+
+  std::optional<ShardPlan> Elementwise(const Op& op, size_t out_rank) const {
+    int out_axis = kWhole;
+    for (TensorId in : op.inputs) {
+      if (SplitOf(in) == kWhole) continue;
+      const int aligned = SplitOf(in) + static_cast<int>(out_rank - Rank(model_, in));
+      if (out_axis != kWhole && aligned != out_axis) return std::nullopt;
+      out_axis = aligned;
+    }
+    std::vector<int> axes;
+    for (TensorId in : op.inputs) {
+      const int axis = out_axis - static_cast<int>(out_rank - Rank(model_, in));
+      axes.push_back(axis < 0 || Extent(in, axis) == 1 ? kWhole : axis);  // broadcast: whole
+    }
+    return PlanFor(op, axes, out_axis);
+  }
+
+  // A reshape keeps the split when the split axis starts at the same flat offset in the output:
+  // then, within each index of the axes before it, both cut the same contiguous elements into
+  // `ways` equal blocks ([b, s, H*d] split on features is [b, s, H, d] split on heads, and back).
+  std::optional<ShardPlan> Reshape(const Op& op) const {
+    const int s = SplitOf(op.inputs[0]);
+    const Shape& in = T(op.inputs[0]).shape;
+    Shape out = op.attrs.GetInts("shape");
+    int64_t before = 1;
+    for (int d = 0; d < s; ++d) before *= in[static_cast<size_t>(d)];
+    int64_t prefix = 1;
+    size_t j = 0;
+    while (j < out.size() && prefix < before) prefix *= out[j++];
+    if (prefix != before || j == out.size()) return std::nullopt;
+    if (out[j] % ways_ != 0) return std::nullopt;
+    ShardPlan plan = PlanFor(op, {s}, static_cast<int>(j));
+    out[j] /= ways_;
+    plan.shard_op.attrs.Set("shape", out);
+    return plan;
+  }
+
+  std::optional<ShardPlan> MatMul(const Op& op, size_t out_rank) const {
+    const TensorId a = op.inputs[0], b = op.inputs[1];
+    const int ra = static_cast<int>(Rank(model_, a)), rb = static_cast<int>(Rank(model_, b));
+    const int r = static_cast<int>(out_rank);
+    if (ra < 2 || rb < 2) return std::nullopt;
+    const int sa = SplitOf(a), sb = SplitOf(b);
+    if ((sa == ra - 1 || sb == rb - 2) && (sa == kWhole || sa == ra - 1) &&
+        (sb == kWhole || sb == rb - 2)) {  // over the contraction: partial products
+      ShardPlan plan = PlanFor(op, {ra - 1, rb - 2}, kWhole);
+      plan.partial = true;
+      return plan;
+    }
+    const int batch_a = sa != kWhole && sa < ra - 2 ? sa + (r - ra) : kWhole;
+    const int batch_b = sb != kWhole && sb < rb - 2 ? sb + (r - rb) : kWhole;
+    if (batch_a != kWhole || batch_b != kWhole) {  // over a batch axis (attention's heads)
+      if (batch_a != kWhole && batch_b != kWhole && batch_a != batch_b) return std::nullopt;
+      const int o = batch_a != kWhole ? batch_a : batch_b;
+      if ((sa != kWhole && batch_a == kWhole) || (sb != kWhole && batch_b == kWhole)) {
+        return std::nullopt;
+      }
+      auto operand_axis = [&](TensorId t, int rank) {
+        const int axis = o - (r - rank);
+        return axis < 0 || Extent(t, axis) == 1 ? kWhole : axis;
+      };
+      return PlanFor(op, {operand_axis(a, ra), operand_axis(b, rb)}, o);
+    }
+    if (sa == ra - 2 && sb == kWhole) return PlanFor(op, {sa, kWhole}, r - 2);  // rows of a
+    if (sb == rb - 1 && sa == kWhole) return PlanFor(op, {kWhole, sb}, r - 1);  // columns of b
+    return std::nullopt;
+  }
+
+  // ---- emitting the rewritten graph ----
+
+  OpId Add(Op op, const std::vector<std::string>& output_names, int shard, OpId source) {
+    const InferredOutputs inferred = InferOutputs(result_.forward, op);
+    op.outputs.clear();
+    for (size_t k = 0; k < output_names.size(); ++k) {
+      Tensor out{.name = output_names[k], .shape = inferred.shapes[k], .dtype = inferred.dtypes[k]};
+      op.outputs.push_back(result_.forward.AddTensor(std::move(out)));
+    }
+    const OpId id = result_.forward.AddOp(std::move(op));
+    result_.shard_of_op.push_back(shard);
+    result_.source_op.push_back(source);
+    return id;
+  }
+
+  // The model's tensor whole: copied when nobody produces it, gathered when split.
+  TensorId Whole(TensorId t) {
+    TensorId& whole = whole_[static_cast<size_t>(t)];
+    if (whole != -1) return whole;
+    const Tensor& tensor = T(t);
+    if (SplitOf(t) == kWhole) {  // an input, a label or a parameter
+      Tensor copy = tensor;
+      copy.producer = kNoOp;
+      copy.consumers.clear();
+      return whole = result_.forward.AddTensor(std::move(copy));
+    }
+    Op gather{.name = tensor.name + "/tp_gather", .type = op_types::kConcat};
+    gather.inputs = pieces_[static_cast<size_t>(t)];
+    gather.attrs.Set("axis", int64_t{SplitOf(t)});
+    ++result_.gathers;
+    Add(std::move(gather), {tensor.name}, -1, tensor.producer);
+    return whole = result_.forward.TensorByName(tensor.name);
+  }
+
+  // The model's tensor cut into `ways` pieces along `axis`: its shards when it is split so; a
+  // parameter only `consumer` reads is itself sliced (each shard owns its slice); anything else
+  // is scattered by a Split from its whole.
+  std::vector<TensorId> Pieces(TensorId t, int axis, OpId consumer) {
+    if (SplitOf(t) == axis) return pieces_[static_cast<size_t>(t)];
+    const auto key = std::make_pair(t, axis);
+    if (auto it = cut_.find(key); it != cut_.end()) return it->second;
+    const Tensor& tensor = T(t);
+    const int64_t size = Extent(t, axis) / ways_;
+    std::vector<TensorId> pieces;
+    if (tensor.kind == TensorKind::kParameter && SplitOf(t) == kWhole &&
+        tensor.consumers == std::vector<OpId>{consumer}) {
+      for (int s = 0; s < ways_; ++s) {
+        Tensor slice = tensor;
+        slice.name = ShardName(s, tensor.name);
+        slice.shape[static_cast<size_t>(axis)] = size;
+        slice.producer = kNoOp;
+        slice.consumers.clear();
+        if (tensor.init.kind == Initializer::Kind::kValues) {
+          slice.init.values = std::make_shared<const std::vector<float>>(
+              SliceValues(*tensor.init.values, tensor.shape, axis, s * size, size));
+        }
+        result_.parameter_slices.push_back({.name = slice.name,
+                                            .source = tensor.name,
+                                            .axis = axis,
+                                            .begin = s * size,
+                                            .size = size});
+        pieces.push_back(result_.forward.AddTensor(std::move(slice)));
+      }
+    } else {
+      Op scatter{.name = fmt::format("{}/tp_scatter{}", tensor.name, axis),
+                 .type = op_types::kSplit,
+                 .inputs = {Whole(t)}};
+      scatter.attrs.Set("axis", int64_t{axis});
+      scatter.attrs.Set("sizes", std::vector<int64_t>(static_cast<size_t>(ways_), size));
+      std::vector<std::string> names;
+      for (int s = 0; s < ways_; ++s) {
+        names.push_back(ShardName(s, fmt::format("{}/scatter{}", tensor.name, axis)));
+      }
+      ++result_.scatters;
+      const OpId id = Add(std::move(scatter), names, -1, consumer);
+      pieces = result_.forward.op(id).outputs;
+    }
+    return cut_[key] = pieces;
+  }
+
+  void EmitWhole(OpId id) {
+    Op op = model_.op(id);
+    for (TensorId& in : op.inputs) in = Whole(in);
+    std::vector<std::string> names;
+    for (TensorId out : model_.op(id).outputs) names.push_back(T(out).name);
+    const OpId added = Add(std::move(op), names, -1, id);
+    const std::vector<TensorId>& outputs = result_.forward.op(added).outputs;
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      whole_[static_cast<size_t>(model_.op(id).outputs[k])] = outputs[k];
+    }
+  }
+
+  void EmitShards(OpId id, const ShardPlan& plan) {
+    const Op& op = model_.op(id);
+    const TensorId out = op.outputs[0];
+    std::vector<std::vector<TensorId>> inputs(plan.shard_op.inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const TensorId in = plan.shard_op.inputs[i];
+      inputs[i] = plan.input_axis[i] == kWhole
+                      ? std::vector<TensorId>(static_cast<size_t>(ways_), Whole(in))
+                      : Pieces(in, plan.input_axis[i], id);
+    }
+    std::vector<TensorId> shards;
+    for (int s = 0; s < ways_; ++s) {
+      Op copy = plan.shard_op;
+      copy.name = ShardName(s, op.name);
+      for (size_t i = 0; i < inputs.size(); ++i) copy.inputs[i] = inputs[i][static_cast<size_t>(s)];
+      const OpId added = Add(std::move(copy), {ShardName(s, T(out).name)}, s, id);
+      shards.push_back(result_.forward.op(added).outputs[0]);
+    }
+    if (!plan.partial) {
+      axis_[static_cast<size_t>(out)] = plan.output_axis;
+      pieces_[static_cast<size_t>(out)] = std::move(shards);
+      return;
+    }
+    // The partial products' sum: Megatron's all-reduce after a row-parallel layer.
+    ++result_.partial_sums;
+    const std::string sum_name = plan.bias_after_sum ? T(out).name + "/tp_sum" : T(out).name;
+    Op sum{.name = plan.bias_after_sum ? op.name + "/tp_sum" : op.name,
+           .type = op_types::kAddN,
+           .inputs = shards};
+    const OpId sum_id = Add(std::move(sum), {sum_name}, -1, id);
+    TensorId whole = result_.forward.op(sum_id).outputs[0];
+    if (plan.bias_after_sum) {
+      Op bias{
+          .name = op.name, .type = op_types::kAdd, .inputs = {whole, Whole(*plan.bias_after_sum)}};
+      whole = result_.forward.op(Add(std::move(bias), {T(out).name}, -1, id)).outputs[0];
+    }
+    whole_[static_cast<size_t>(out)] = whole;
+  }
+
+  const Graph& model_;
+  const int ways_;
+  TensorParallelGraph result_;
+  std::vector<int> axis_;                      // per model tensor: its axis of split, or kWhole
+  std::vector<std::vector<TensorId>> pieces_;  // per model tensor split: its shards
+  std::vector<TensorId> whole_;                // per model tensor: its whole copy, once made
+  std::map<std::pair<TensorId, int>, std::vector<TensorId>> cut_;  // sliced or scattered pieces
+};
+
+}  // namespace
+
+TensorParallelGraph ShardTensorParallel(const Graph& forward,
+                                        const std::vector<std::string>& column_starts, int ways) {
+  if (ways < 2)
+    throw GraphError(fmt::format("tensor parallelism needs 2 or more shards, not {}", ways));
+  std::set<OpId> starts;
+  for (const std::string& name : column_starts) {
+    const std::optional<OpId> id = forward.FindOp(name);
+    if (!id) throw GraphError(fmt::format("tensor parallelism: no op '{}' in the model", name));
+    starts.insert(*id);
+  }
+  return Sharder(forward, ways).Run(starts);
+}
+
+std::vector<std::string> MegatronColumnStarts(const Graph& forward, int ways) {
+  // Greedily in topological order: a layer joins when the split of all the starts so far and it
+  // still needs no gather; so a row-parallel layer that closes a pair never starts one itself.
+  std::vector<std::string> starts;
+  std::set<OpId> accepted;
+  for (OpId id : forward.TopologicalOrder()) {
+    const Op& op = forward.op(id);
+    if (!IsLinearLayer(forward, op)) continue;
+    if (forward.tensor(op.outputs[0]).shape.back() % ways != 0) continue;
+    std::set<OpId> trial = accepted;
+    trial.insert(id);
+    if (Sharder(forward, ways).Run(trial).gathers == 0) {
+      accepted = std::move(trial);
+      starts.push_back(op.name);
+    }
+  }
+  return starts;
+}
+
+}  // namespace placer::graph

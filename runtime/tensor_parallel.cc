@@ -1,0 +1,62 @@
+#include "runtime/tensor_parallel.h"
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+
+#include <map>
+#include <set>
+#include <unordered_map>
+
+namespace placer::runtime {
+
+namespace {
+
+const at::Tensor& Find(const TensorMap& map, const std::string& name, const char* which) {
+  const auto it = map.find(name);
+  if (it == map.end()) {
+    throw graph::GraphError(fmt::format("{} parameters lack '{}'", which, name));
+  }
+  return it->second;
+}
+
+}  // namespace
+
+TensorMap ShardParameters(const TensorMap& whole, const graph::TensorParallelGraph& sharded) {
+  std::unordered_map<std::string, const graph::ParameterSlice*> slice_of;
+  for (const graph::ParameterSlice& slice : sharded.parameter_slices) slice_of[slice.name] = &slice;
+  TensorMap out;
+  for (graph::TensorId id : sharded.forward.Parameters()) {
+    const std::string& name = sharded.forward.tensor(id).name;
+    const auto it = slice_of.find(name);
+    if (it == slice_of.end()) {
+      out.emplace(name, Find(whole, name, "the model's"));
+      continue;
+    }
+    const graph::ParameterSlice& s = *it->second;
+    out.emplace(name, Find(whole, s.source, "the model's").narrow(s.axis, s.begin, s.size).clone());
+  }
+  return out;
+}
+
+TensorMap GatherParameters(const TensorMap& sharded, const graph::TensorParallelGraph& graph) {
+  std::map<std::string, std::map<int64_t, const graph::ParameterSlice*>> slices_of;
+  std::set<std::string> sliced;
+  for (const graph::ParameterSlice& slice : graph.parameter_slices) {
+    slices_of[slice.source][slice.begin] = &slice;
+    sliced.insert(slice.name);
+  }
+  TensorMap out;
+  for (graph::TensorId id : graph.forward.Parameters()) {
+    const std::string& name = graph.forward.tensor(id).name;
+    if (!sliced.count(name)) out.emplace(name, Find(sharded, name, "the sharded step's"));
+  }
+  for (const auto& [source, slices] : slices_of) {
+    std::vector<at::Tensor> parts;
+    for (const auto& [begin, slice] : slices)
+      parts.push_back(Find(sharded, slice->name, "the sharded step's"));
+    out.emplace(source, at::cat(parts, slices.begin()->second->axis));
+  }
+  return out;
+}
+
+}  // namespace placer::runtime

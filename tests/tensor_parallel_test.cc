@@ -1,0 +1,239 @@
+// Tensor parallelism (graph/tensor_parallel.h): a model whose linear layers are split over shards
+// computes what it computes on one device, under Megatron's placement and under random ones, and
+// the rewrite adds exactly Megatron's collectives to a transformer.
+#include "graph/tensor_parallel.h"
+
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "graph/models.h"
+#include "graph/ops.h"
+#include "graph/placement.h"
+#include "graph/training_step.h"
+#include "graph/zoo.h"
+#include "runtime/executor.h"
+#include "runtime/tensor_parallel.h"
+#include "tests/support.h"
+#include "tests/torch_support.h"
+
+namespace placer::runtime {
+namespace {
+
+using placer::test_support::CpuWorkers;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr double kLearningRate = 0.2;
+
+graph::Graph Mlp() {
+  return graph::BuildParallelMlp({.batch_size = 8,
+                                  .in_features = 12,
+                                  .width = 16,
+                                  .depth = 3,
+                                  .branches = 1,
+                                  .classes = 5,
+                                  .init_stddev = 0.3,
+                                  .training_step = false});
+}
+
+graph::Graph Encoder(int layers = 2) {
+  return graph::BuildTransformerEncoder({.batch_size = 4,
+                                         .seq_length = 8,
+                                         .layers = layers,
+                                         .hidden = 32,
+                                         .heads = 4,
+                                         .ffn = 64,
+                                         .vocab = 50,
+                                         .max_positions = 16,
+                                         .classes = 3,
+                                         .training_step = false});
+}
+
+// A GPT-style decoder as ONNX exports of LLaMA-family models give it: pre-normalisation, linear
+// layers as MatMul by a [in, out] parameter, a causal mask added to the scores, a SwiGLU MLP
+// (SiLU(gate) * up, then down), next-token logits over the vocabulary.
+graph::Graph Decoder(int layers = 2) {
+  using graph::op_types::kMatMul;
+  constexpr int64_t kBatch = 2, kSeq = 6, kWidth = 24, kHeads = 4, kHead = kWidth / kHeads;
+  constexpr int64_t kMlp = 48, kVocab = 40;
+  graph::Graph graph;
+  graph::ModelBuilder b(graph);
+  const graph::Initializer normal{graph::Initializer::Kind::kNormal, 0.2};
+  auto linear = [&](const std::string& name, graph::TensorId x, int64_t out) {
+    const int64_t in = b.ShapeOf(x).back();
+    return b.Apply(name, kMatMul, {x, b.Parameter(name + ".weight", {in, out}, normal)});
+  };
+  const graph::TensorId ids = b.Input("tokens", {kBatch, kSeq}, graph::DType::kInt64);
+  const graph::TensorId labels =
+      b.Input("next_tokens", {kBatch * kSeq}, graph::DType::kInt64, graph::TensorKind::kLabel);
+  graph::TensorId x = b.Apply("embed", graph::op_types::kGather,
+                              {b.Parameter("embed.table", {kVocab, kWidth}, normal), ids});
+  std::vector<float> mask(kSeq * kSeq, 0.0F);
+  for (int64_t i = 0; i < kSeq; ++i) {
+    for (int64_t j = i + 1; j < kSeq; ++j) mask[static_cast<size_t>(i * kSeq + j)] = -1e9F;
+  }
+  const graph::TensorId causal = b.Constant("causal_mask", {kSeq, kSeq}, mask);
+  for (int l = 0; l < layers; ++l) {
+    const std::string p = fmt::format("h{}/", l);
+    const graph::TensorId normed = b.LayerNorm(p + "ln_1", x, 1e-5);
+    auto heads = [&](const char* what, std::vector<int64_t> perm) {
+      graph::TensorId t = linear(p + what, normed, kWidth);
+      t = b.Reshape(p + what + "_split", t, {kBatch, kSeq, kHeads, kHead});
+      return b.Transpose(p + what + "_heads", t, perm);
+    };
+    const graph::TensorId q = heads("q_proj", {0, 2, 1, 3}), k = heads("k_proj", {0, 2, 3, 1});
+    const graph::TensorId v = heads("v_proj", {0, 2, 1, 3});
+    graph::TensorId scores = b.Apply(p + "scores", kMatMul, {q, k});
+    scores = b.Apply(p + "masked", graph::op_types::kAdd, {scores, causal});
+    const graph::TensorId probs = b.Softmax(p + "probs", scores, -1);
+    graph::TensorId context = b.Apply(p + "context", kMatMul, {probs, v});
+    context = b.Transpose(p + "context_heads", context, {0, 2, 1, 3});
+    context = b.Reshape(p + "context_merge", context, {kBatch, kSeq, kWidth});
+    x = b.Apply(p + "attn_residual", graph::op_types::kAdd,
+                {linear(p + "o_proj", context, kWidth), x});
+    const graph::TensorId m = b.LayerNorm(p + "ln_2", x, 1e-5);
+    const graph::TensorId gate = linear(p + "gate_proj", m, kMlp);
+    const graph::TensorId silu =
+        b.Apply(p + "silu", graph::op_types::kMul,
+                {gate, b.Apply(p + "sigmoid", graph::op_types::kSigmoid, {gate})});
+    const graph::TensorId up = linear(p + "up_proj", m, kMlp);
+    const graph::TensorId gated = b.Apply(p + "gated", graph::op_types::kMul, {silu, up});
+    x = b.Apply(p + "mlp_residual", graph::op_types::kAdd,
+                {linear(p + "down_proj", gated, kWidth), x});
+  }
+  x = b.LayerNorm("ln_f", x, 1e-5);
+  const graph::TensorId logits =
+      b.Reshape("logits_2d", linear("lm_head", x, kVocab), {kBatch * kSeq, kVocab});
+  b.SoftmaxCrossEntropy("loss", logits, labels);
+  return graph;
+}
+
+graph::Graph WithStep(graph::Graph forward) {
+  graph::AppendBackwardAndUpdate(forward, kLearningRate);
+  forward.Validate();
+  return forward;
+}
+
+// Two steps of the model on one device against two steps of it split `ways` ways over `devices`
+// CPU workers: under Megatron's placement (shard s on worker s, the rest on worker 0) and two
+// random ones, the same losses, and the shards' parameters put back together the same parameters.
+void CheckMatchesOneDevice(const graph::Graph& forward, const std::vector<std::string>& starts,
+                           int ways, int devices, uint32_t seed) {
+  const graph::Graph plain = WithStep(forward);
+  const TensorMap initial = InitializeParameters(plain, seed);
+  const TensorMap minibatch = SyntheticBatch(plain, seed + 1);
+  Executor reference(plain, CpuWorkers(1), graph::Placement::AllOn(plain, {"cpu:0"}, 0), initial);
+  std::vector<double> losses;
+  for (int step = 0; step < 2; ++step) losses.push_back(reference.RunStep(minibatch).loss);
+  const TensorMap expected = reference.Parameters();
+
+  const graph::TensorParallelGraph sharded = graph::ShardTensorParallel(forward, starts, ways);
+  const graph::Graph step = WithStep(sharded.forward);
+  std::mt19937 rng(seed);
+  for (int trial = 0; trial < 3; ++trial) {
+    graph::Placement placement =
+        graph::Placement::AllOn(step, graph::DeviceNames(CpuWorkers(devices)), 0);
+    std::uniform_int_distribution<int> pick(0, devices - 1);
+    for (graph::OpId id : step.OpsInPhase(graph::Phase::kForward)) {
+      const int shard = sharded.shard_of_op[static_cast<size_t>(id)];
+      placement.device_of_op[static_cast<size_t>(id)] =
+          trial == 0 ? (shard < 0 ? 0 : shard % devices) : pick(rng);
+    }
+    const std::string context =
+        fmt::format("{} ways over {} workers, {}", ways, devices,
+                    trial == 0 ? "Megatron's placement" : "random placement");
+    Executor executor(step, CpuWorkers(devices), placement, ShardParameters(initial, sharded));
+    for (int s = 0; s < 2; ++s) {
+      EXPECT_NEAR(executor.RunStep(minibatch).loss, losses[static_cast<size_t>(s)], 1e-5)
+          << context << ", step " << s;
+    }
+    test_support::ExpectSameParameters(GatherParameters(executor.Parameters(), sharded), expected,
+                                       context, 1e-6);
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
+TEST(TensorParallelTest, AnMlpSplitOverTwoAndFourShardsMatchesOneDevice) {
+  const graph::Graph mlp = Mlp();
+  const std::vector<std::string> starts = graph::MegatronColumnStarts(mlp, 2);
+  EXPECT_THAT(starts, ElementsAre("tower0.fc0", "tower0.fc2"));  // and fc1, the classifier: rows
+  CheckMatchesOneDevice(mlp, starts, 2, 2, 7);
+  CheckMatchesOneDevice(mlp, starts, 4, 3, 8);
+}
+
+TEST(TensorParallelTest, ATransformerEncoderSplitByHeadsAndFeaturesMatchesOneDevice) {
+  const graph::Graph encoder = Encoder();
+  CheckMatchesOneDevice(encoder, graph::MegatronColumnStarts(encoder, 2), 2, 2, 11);
+  CheckMatchesOneDevice(encoder, graph::MegatronColumnStarts(encoder, 4), 4, 4, 12);
+}
+
+TEST(TensorParallelTest, AGptStyleDecoderSplitByHeadsAndFeaturesMatchesOneDevice) {
+  const graph::Graph decoder = Decoder();
+  const std::vector<std::string> starts = graph::MegatronColumnStarts(decoder, 2);
+  EXPECT_THAT(starts,
+              ElementsAre("h0/q_proj", "h0/k_proj", "h0/v_proj", "h0/gate_proj", "h0/up_proj",
+                          "h1/q_proj", "h1/k_proj", "h1/v_proj", "h1/gate_proj", "h1/up_proj"));
+  EXPECT_EQ(graph::ShardTensorParallel(decoder, starts, 2).partial_sums, 4);
+  CheckMatchesOneDevice(decoder, starts, 2, 2, 17);
+  CheckMatchesOneDevice(decoder, graph::MegatronColumnStarts(decoder, 4), 4, 4, 18);
+}
+
+TEST(TensorParallelTest, AnyLinearLayerMayStartASplitWhereverItEnds) {
+  // Column splits that end in gathers and scatters (the second layer's output meets the residual
+  // and the normalisation whole) still compute the model.
+  const std::vector<std::string> starts{"l0/ffn/output", "l0/attention/query"};
+  const graph::TensorParallelGraph sharded = graph::ShardTensorParallel(Encoder(1), starts, 2);
+  EXPECT_GT(sharded.gathers, 0);
+  EXPECT_GT(sharded.scatters, 0);
+  CheckMatchesOneDevice(Encoder(1), starts, 2, 3, 13);
+}
+
+TEST(TensorParallelTest, MegatronsStartsGiveOneSumPerAttentionAndMlpAndNoOtherCollective) {
+  const graph::Graph encoder = Encoder(3);
+  const std::vector<std::string> starts = graph::MegatronColumnStarts(encoder, 4);
+  std::vector<std::string> expected;
+  for (int l = 0; l < 3; ++l) {
+    for (const char* what :
+         {"attention/query", "attention/key", "attention/value", "ffn/intermediate"}) {
+      expected.push_back(fmt::format("l{}/{}", l, what));
+    }
+  }
+  expected.push_back("head/pooler");  // with the classifier, a column-row pair too
+  std::vector<std::string> sorted = starts;
+  std::sort(sorted.begin(), sorted.end());
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(sorted, expected);
+
+  const graph::TensorParallelGraph sharded = graph::ShardTensorParallel(encoder, starts, 4);
+  EXPECT_EQ(sharded.gathers, 0);
+  EXPECT_EQ(sharded.scatters, 0);
+  EXPECT_EQ(sharded.partial_sums, 2 * 3 + 1);
+  // Every weight of a split layer is sliced, not copied: the shards together hold the model's
+  // parameters once.
+  EXPECT_EQ(sharded.forward.ParameterCount(), encoder.ParameterCount());
+  const graph::Tensor& query = sharded.forward.tensor(
+      sharded.forward.TensorByName(graph::ShardName(3, "l0/attention/query.weight")));
+  EXPECT_THAT(query.shape, ElementsAre(8, 32));
+}
+
+TEST(TensorParallelTest, ASplitThatCannotStartIsAnErrorNamingTheOp) {
+  const graph::Graph encoder = Encoder(1);
+  EXPECT_THAT([&] { graph::ShardTensorParallel(encoder, {"l0/attention/probs"}, 2); },
+              ::testing::ThrowsMessage<graph::GraphError>(
+                  HasSubstr("op 'l0/attention/probs' (Softmax) cannot start a column split")));
+  EXPECT_THAT([&] { graph::ShardTensorParallel(encoder, {"l0/ffn/intermediate"}, 3); },
+              ::testing::ThrowsMessage<graph::GraphError>(
+                  HasSubstr("op 'l0/ffn/intermediate' has 64 output features, which 3 shards")));
+  EXPECT_THAT([&] { graph::ShardTensorParallel(encoder, {"no/such/op"}, 2); },
+              ::testing::ThrowsMessage<graph::GraphError>(HasSubstr("no op 'no/such/op'")));
+  EXPECT_THAT([&] { graph::ShardTensorParallel(WithStep(encoder), {"l0/ffn/intermediate"}, 2); },
+              ::testing::ThrowsMessage<graph::GraphError>(HasSubstr("rewrites a forward graph")));
+}
+
+}  // namespace
+}  // namespace placer::runtime
