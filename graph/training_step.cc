@@ -17,6 +17,12 @@ OpId OwnerOf(const Graph& graph, TensorId parameter) {
       fmt::format("parameter '{}' is not used by any forward op", graph.tensor(parameter).name));
 }
 
+bool IsCollectiveHop(const Graph& graph, OpId op) {
+  const Op& o = graph.op(op);
+  if (o.attrs.Has(std::string(kCollectiveHop))) return true;
+  return o.forward_op != kNoOp && graph.op(o.forward_op).attrs.Has(std::string(kCollectiveHop));
+}
+
 namespace {
 
 // Adds a backward-phase op that runs with `forward_op` (on its device) and returns its outputs:
@@ -55,6 +61,7 @@ std::vector<TensorId> RingAllReduce(Graph& graph, const std::vector<OpId>& owner
   auto tagged = [bucket](Attributes attrs, size_t member) {
     attrs.Set(std::string(kAllReduceBucket), bucket);
     attrs.Set(std::string(kAllReduceMember), static_cast<int64_t>(member));
+    attrs.Set(std::string(kCollectiveHop), int64_t{1});
     return attrs;
   };
   const size_t members = flat.size();

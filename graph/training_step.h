@@ -33,6 +33,13 @@ struct AllReduceOptions {
 inline constexpr std::string_view kReplicaGradientSum = ".grad_sum";
 inline constexpr std::string_view kAllReduceBucket = "allreduce_bucket";
 inline constexpr std::string_view kAllReduceMember = "allreduce_member";
+// Set (to 1) on every op of a ring collective (the gradient all-reduce's, a tensor-parallel
+// all-reduce's): its inputs from other devices are the ring's hops, which a collective library
+// moves inside one kernel, so the simulator prices them at its step latency rather than as
+// copies (sim::CostModel::CollectiveHopSeconds). The backward ops of such ops are hops too.
+inline constexpr std::string_view kCollectiveHop = "collective_hop";
+// Whether `op` is such an op, or the backward op of one.
+bool IsCollectiveHop(const Graph& graph, OpId op);
 
 void AppendBackwardAndUpdate(
     Graph& graph, double learning_rate,

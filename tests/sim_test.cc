@@ -74,6 +74,9 @@ class FixedCostModel : public CostModel {
     if (from == nullptr && to.type == DeviceType::kCpu) return 0;
     return link_.Seconds(bytes);
   }
+  double CollectiveHopSeconds(int64_t bytes, const Device&, const Device&) const override {
+    return link_.CollectiveHopSeconds(bytes);
+  }
   double ReceiveSecondsPerByte(const Device&, const Device&) const override {
     return link_.receive_seconds_per_byte;
   }
@@ -167,6 +170,34 @@ TEST(SimulatorTest, AChainSplitOverTwoDevicesPaysOneTransferPerCrossing) {
   EXPECT_THAT(Lane(r, "cpu:1->cpu:0"), ElementsAre(Span{"b", 4.5e6, 1.5e6}));
   EXPECT_THAT(Lane(r, kCpu0), ElementsAre(Span{"a", 0, 2.5e6}, Span{"c", 6e6, 3e6}));
   EXPECT_THAT(Lane(r, kCpu1), ElementsAre(Span{"b", 2.5e6, 3.5e6}));
+}
+
+// A ring collective's hop (produced and read by ops tagged graph::kCollectiveHop) moves inside the
+// collective library's running kernel: it pays the link's collective step latency, not a copy's.
+TEST(SimulatorTest, ARingCollectivesHopPaysTheCollectiveStepLatencyAndACopyTheLinksLatency) {
+  Graph g = Chain();
+  for (const char* name : {"a", "b"}) {
+    g.mutable_op(*g.FindOp(name)).attrs.Set(std::string(graph::kCollectiveHop), int64_t{1});
+  }
+  DeviceSet devices = {Cpu(0), Cpu(1)};
+  LinkSpec link = kOneAndAHalfSecondLink;
+  link.collective_step_seconds = 0.25;
+  FixedCostModel costs({{"a", 1}, {"b", 2}, {"c", 3}}, link);
+  SimulationResult r =
+      Simulator(g, devices, costs).Simulate(Place(g, devices, {{"b", 1}}), /*record_trace=*/true);
+  ASSERT_TRUE(r.valid) << r.invalid_reason;
+  // a [0,1]; the hop a -> cpu:1 [1,2.25]; b [2.25,4.25]; b's copy back to c [4.25,5.75]; c.
+  EXPECT_THAT(Lane(r, "cpu:0->cpu:1"), ElementsAre(Span{"a", 1e6, 1.25e6}));
+  EXPECT_THAT(Lane(r, "cpu:1->cpu:0"), ElementsAre(Span{"b", 4.25e6, 1.5e6}));
+  EXPECT_DOUBLE_EQ(r.step_seconds, 1 + 1.25 + 2 + 1.5 + 3);
+}
+
+TEST(LinkSpecTest, AHopWithoutACollectiveStepLatencyCostsACopy) {
+  EXPECT_DOUBLE_EQ(kOneAndAHalfSecondLink.CollectiveHopSeconds(16), 1.5);
+  const LinkSpec nvlink = LinkPresets::Nvlink();
+  EXPECT_DOUBLE_EQ(nvlink.CollectiveHopSeconds(0), 3.4e-6);  // NCCL's Ring/Simple NVLink step
+  EXPECT_DOUBLE_EQ(nvlink.Seconds(1 << 20) - nvlink.CollectiveHopSeconds(1 << 20),
+                   nvlink.latency_seconds - 3.4e-6);
 }
 
 TEST(SimulatorTest, AnOpReadingATensorFromAnotherDevicePaysTheLinksReceiveCost) {
@@ -352,10 +383,9 @@ TEST(SimulatorTest, AStreamRunsCopiesAndReadyOpsInTheOrderTheyWereEnqueued) {
   b.Relu("c", p);
   DeviceSet devices = {Cuda(0), Cuda(1)};
   FixedCostModel costs({{"long", 3}}, kOneAndAHalfSecondLink);
-  SimulationResult r = Simulator(g, devices, costs)
-                           .Simulate(Place(g, devices,
-                                           {{"long", 1}, {"short", 1}, {"after", 1}, {"c", 1}}),
-                                     true);
+  SimulationResult r =
+      Simulator(g, devices, costs)
+          .Simulate(Place(g, devices, {{"long", 1}, {"short", 1}, {"after", 1}, {"c", 1}}), true);
   ASSERT_TRUE(r.valid) << r.invalid_reason;
   EXPECT_THAT(Lane(r, "cuda:0->cuda:1"), ElementsAre(Span{"p", 5.5e6, 1.5e6}));
   EXPECT_THAT(Lane(r, "cuda:1"), ElementsAre(Span{"long", 1.5e6, 3e6}, Span{"short", 4.5e6, 1e6},

@@ -25,6 +25,10 @@ namespace {
 // Placeto's simulator defaults (p2.8xlarge): 5.7 us after each op, 25 us per transfer.
 constexpr double kPlacetoOpOverheadSeconds = 5.7e-6;
 constexpr double kPlacetoTransferLatencySeconds = 25e-6;
+// NCCL's ring step latencies (Ring algorithm, Simple protocol: hwLat in src/graph/tuning.cc).
+constexpr double kNcclNvlinkStepSeconds = 3.4e-6;
+constexpr double kNcclPcieStepSeconds = 5.7e-6;
+constexpr double kNcclNetworkStepSeconds = 14e-6;
 // grappler's CPU memory bandwidth when the device does not report one.
 constexpr double kGrapplerCpuBandwidth = 32e9;
 
@@ -63,13 +67,14 @@ void CheckSpec(const std::string& device_name, const DeviceSpec& spec) {
 }
 
 void CheckLink(const std::string& from, const std::string& to, const LinkSpec& link) {
-  for (double value :
-       {link.seconds_per_byte, link.latency_seconds, link.receive_seconds_per_byte}) {
+  for (double value : {link.seconds_per_byte, link.latency_seconds, link.receive_seconds_per_byte,
+                       link.collective_step_seconds}) {
     if (!(value >= 0) || !std::isfinite(value)) {
       throw std::invalid_argument(fmt::format(
-          "link {}->{}: seconds_per_byte, latency_seconds and "
-          "receive_seconds_per_byte must be non-negative and finite (got {}, {}, {})",
-          from, to, link.seconds_per_byte, link.latency_seconds, link.receive_seconds_per_byte));
+          "link {}->{}: seconds_per_byte, latency_seconds, receive_seconds_per_byte and "
+          "collective_step_seconds must be non-negative and finite (got {}, {}, {}, {})",
+          from, to, link.seconds_per_byte, link.latency_seconds, link.receive_seconds_per_byte,
+          link.collective_step_seconds));
     }
   }
 }
@@ -93,11 +98,15 @@ void CheckContention(DeviceType type, const ContentionSpec& spec) {
 }  // namespace
 
 LinkSpec LinkPresets::Nvlink() {
-  return {.seconds_per_byte = 1.0 / 450e9, .latency_seconds = kPlacetoTransferLatencySeconds};
+  return {.seconds_per_byte = 1.0 / 450e9,
+          .latency_seconds = kPlacetoTransferLatencySeconds,
+          .collective_step_seconds = kNcclNvlinkStepSeconds};
 }
 
 LinkSpec LinkPresets::Pcie4() {
-  return {.seconds_per_byte = 1.0 / 31.5e9, .latency_seconds = kPlacetoTransferLatencySeconds};
+  return {.seconds_per_byte = 1.0 / 31.5e9,
+          .latency_seconds = kPlacetoTransferLatencySeconds,
+          .collective_step_seconds = kNcclPcieStepSeconds};
 }
 
 LinkSpec LinkPresets::SharedMemoryCpu() {
@@ -107,7 +116,8 @@ LinkSpec LinkPresets::SharedMemoryCpu() {
 
 LinkSpec LinkPresets::Network(double gigabits_per_second, double latency_seconds) {
   return {.seconds_per_byte = 8.0 / (gigabits_per_second * 1e9),
-          .latency_seconds = latency_seconds};
+          .latency_seconds = latency_seconds,
+          .collective_step_seconds = kNcclNetworkStepSeconds};
 }
 
 DeviceSpec DevicePresets::CpuThread() {
@@ -272,6 +282,11 @@ double RooflineCostModel::TransferSeconds(int64_t bytes, const Device* from,
   return LinkOf(from, to).Seconds(bytes);
 }
 
+double RooflineCostModel::CollectiveHopSeconds(int64_t bytes, const Device& from,
+                                               const Device& to) const {
+  return LinkOf(&from, to).CollectiveHopSeconds(bytes);
+}
+
 double RooflineCostModel::ReceiveSecondsPerByte(const Device& from, const Device& to) const {
   return LinkOf(&from, to).receive_seconds_per_byte;
 }
@@ -375,6 +390,13 @@ double ProfiledCostModel::TransferSeconds(int64_t bytes, const Device* from,
     return link->Seconds(bytes);
   }
   return fallback_.TransferSeconds(bytes, from, to);
+}
+
+double ProfiledCostModel::CollectiveHopSeconds(int64_t bytes, const Device& from,
+                                               const Device& to) const {
+  // A profiled link was timed on copies: its hops cost what its copies do.
+  if (auto link = FindLink(from.name, to.name)) return link->CollectiveHopSeconds(bytes);
+  return fallback_.CollectiveHopSeconds(bytes, from, to);
 }
 
 double ProfiledCostModel::ReceiveSecondsPerByte(const Device& from, const Device& to) const {

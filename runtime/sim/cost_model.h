@@ -34,6 +34,15 @@ class CostModel {
   virtual double TransferSeconds(int64_t bytes, const graph::Device* from,
                                  const graph::Device& to) const = 0;
 
+  // Seconds one hop of a ring collective moves `bytes` from `from` to `to` in: a collective
+  // library's step inside one running kernel, not a copy the host issues and an event waits on
+  // (graph::kCollectiveHop marks the ops whose inputs from other devices are such hops). The
+  // copy's time where a model knows no better.
+  virtual double CollectiveHopSeconds(int64_t bytes, const graph::Device& from,
+                                      const graph::Device& to) const {
+    return TransferSeconds(bytes, &from, to);
+  }
+
   // Seconds an op on `to` takes beyond its own time per byte of an input that crossed from `from`
   // (a device; never host memory): see LinkSpec::receive_seconds_per_byte.
   virtual double ReceiveSecondsPerByte(const graph::Device& /*from*/,
@@ -120,9 +129,18 @@ struct LinkSpec {
   // workers: the data sits in the other core's caches, its pages were allocated by another
   // thread). Charged to every op that reads such an input; 0 where nobody profiled it.
   double receive_seconds_per_byte = 0;
+  // The latency of one step of a ring collective over this link (0: latency_seconds): NCCL's
+  // own model of a ring step, hwLat of the Ring algorithm under the Simple protocol in NCCL's
+  // src/graph/tuning.cc (NVLink 3.4 us, PCIe 5.7 us, network 14 us); its once-per-collective
+  // baseLat (8.4 us) is left out.
+  double collective_step_seconds = 0;
 
   double Seconds(int64_t bytes) const {
     return latency_seconds + static_cast<double>(bytes) * seconds_per_byte;
+  }
+  double CollectiveHopSeconds(int64_t bytes) const {
+    return (collective_step_seconds > 0 ? collective_step_seconds : latency_seconds) +
+           static_cast<double>(bytes) * seconds_per_byte;
   }
   bool operator==(const LinkSpec&) const = default;
 };
@@ -204,6 +222,8 @@ class RooflineCostModel : public CostModel {
                    const graph::Device& device) const override;
   double TransferSeconds(int64_t bytes, const graph::Device* from,
                          const graph::Device& to) const override;
+  double CollectiveHopSeconds(int64_t bytes, const graph::Device& from,
+                              const graph::Device& to) const override;
   double ReceiveSecondsPerByte(const graph::Device& from, const graph::Device& to) const override;
 
  private:
@@ -282,6 +302,8 @@ class ProfiledCostModel : public CostModel {
                    const graph::Device& device) const override;
   double TransferSeconds(int64_t bytes, const graph::Device* from,
                          const graph::Device& to) const override;
+  double CollectiveHopSeconds(int64_t bytes, const graph::Device& from,
+                              const graph::Device& to) const override;
   double ReceiveSecondsPerByte(const graph::Device& from, const graph::Device& to) const override;
   double ContentionFactor(const graph::Device& device, int busy) const override;
 

@@ -278,7 +278,8 @@ LinkSpec NvlinkOf(const GpuKind& kind) {
     throw std::invalid_argument(fmt::format("GPU kind '{}' has no NVLink", kind.name));
   }
   return {.seconds_per_byte = 1.0 / kind.nvlink_bytes_per_second,
-          .latency_seconds = kPlacetoTransferLatencySeconds};
+          .latency_seconds = kPlacetoTransferLatencySeconds,
+          .collective_step_seconds = LinkPresets::Nvlink().collective_step_seconds};
 }
 
 RooflineCostModel RooflineForGpuKinds(RooflineOptions options, const GpuKindOptions& gpus) {

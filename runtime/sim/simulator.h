@@ -177,9 +177,10 @@ class Simulator {
   // simulation adds its placement's half (graph::PlacedStep).
   graph::StepGraph step_;
 
-  std::vector<double> op_seconds_;        // [op * devices + device]
-  std::vector<int> size_class_;           // tensor -> index of its size among distinct sizes
-  std::vector<double> transfer_seconds_;  // [size class * channels + channel]
+  std::vector<double> op_seconds_;  // [op * devices + device]
+  // tensor -> index of its (size, collective hop or not) among the distinct pairs
+  std::vector<int> size_class_;
+  std::vector<double> transfer_seconds_;          // [size class * channels + channel]
   std::vector<double> receive_seconds_per_byte_;  // [channel]; 0 for host memory
   bool any_receive_cost_ = false;
   std::vector<int> kind_of_;        // device -> its kind (0: CPU workers, 1: GPUs)

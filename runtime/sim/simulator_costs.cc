@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "graph/training_step.h"
 #include "runtime/sim/simulator.h"
 
 namespace placer::sim {
@@ -43,25 +45,38 @@ void Simulator::TabulateCosts(const CostModel& cost_model) {
     }
   }
 
-  // Transfer times depend on the size only, and a graph has few distinct sizes.
-  std::unordered_map<int64_t, int> class_of_size;
-  std::vector<int64_t> sizes;
+  // Transfer times depend on the size, and on whether the copy is a ring collective's hop
+  // (graph::IsCollectiveHop: produced and read by ops of one), only; a graph has few of both.
+  std::vector<bool> hop_op(static_cast<size_t>(num_ops_));
+  for (OpId id = 0; id < num_ops_; ++id)
+    hop_op[static_cast<size_t>(id)] = graph::IsCollectiveHop(graph, id);
+  std::map<std::pair<int64_t, bool>, int> class_of;
+  std::vector<std::pair<int64_t, bool>> classes;
   size_class_.resize(static_cast<size_t>(num_tensors_));
   for (TensorId t = 0; t < num_tensors_; ++t) {
-    auto [it, inserted] = class_of_size.try_emplace(step_.bytes(t), static_cast<int>(sizes.size()));
-    if (inserted) sizes.push_back(step_.bytes(t));
+    const OpId producer = graph.tensor(t).producer;
+    const bool hop = producer != graph::kNoOp && hop_op[static_cast<size_t>(producer)] &&
+                     std::any_of(step_.consumers(t).begin(), step_.consumers(t).end(),
+                                 [&](OpId c) { return hop_op[static_cast<size_t>(c)]; });
+    const std::pair<int64_t, bool> key{step_.bytes(t), hop};
+    auto [it, inserted] = class_of.try_emplace(key, static_cast<int>(classes.size()));
+    if (inserted) classes.push_back(key);
     size_class_[t] = it->second;
   }
-  transfer_seconds_.assign(sizes.size() * static_cast<size_t>(num_channels_), 0.0);
-  for (size_t c = 0; c < sizes.size(); ++c) {
+  transfer_seconds_.assign(classes.size() * static_cast<size_t>(num_channels_), 0.0);
+  for (size_t c = 0; c < classes.size(); ++c) {
+    const auto [bytes, hop] = classes[c];
     for (int from = kHost; from < num_devices_; ++from) {
       for (int to = 0; to < num_devices_; ++to) {
         if (from == to) continue;
-        const double seconds = cost_model.TransferSeconds(
-            sizes[c], from == kHost ? nullptr : &devices_[from], devices_[to]);
+        const double seconds =
+            hop && from != kHost
+                ? cost_model.CollectiveHopSeconds(bytes, devices_[from], devices_[to])
+                : cost_model.TransferSeconds(bytes, from == kHost ? nullptr : &devices_[from],
+                                             devices_[to]);
         if (!IsValidCost(seconds)) {
-          ThrowInvalidCost(seconds, fmt::format("{} bytes over {}", sizes[c],
-                                                channel_lanes_[Channel(from, to)]));
+          ThrowInvalidCost(
+              seconds, fmt::format("{} bytes over {}", bytes, channel_lanes_[Channel(from, to)]));
         }
         transfer_seconds_[c * num_channels_ + Channel(from, to)] = seconds;
       }
