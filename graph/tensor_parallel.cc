@@ -10,6 +10,8 @@
 #include <utility>
 
 #include "graph/ops.h"
+#include "graph/step_names.h"
+#include "graph/training_step.h"
 
 namespace placer::graph {
 
@@ -17,9 +19,21 @@ std::string ShardName(int shard, const std::string& name) {
   return fmt::format("tp{}/{}", shard, name);
 }
 
+std::optional<int> ShardOfName(const std::string& name) {
+  const std::string base = ParseStepName(name).base;
+  const size_t slash = base.find('/');
+  if (!base.starts_with("tp") || slash == std::string::npos || slash < 3 ||
+      !std::all_of(base.begin() + 2, base.begin() + static_cast<std::ptrdiff_t>(slash),
+                   [](char c) { return c >= '0' && c <= '9'; })) {
+    return std::nullopt;
+  }
+  return std::stoi(base.substr(2, slash - 2));
+}
+
 namespace {
 
-constexpr int kWhole = -1;  // a tensor not split: every shard reads all of it
+constexpr int kWhole = -1;       // a tensor not split: every shard reads all of it
+constexpr int kReplicated = -2;  // an output every shard computes a copy of, on its own device
 
 size_t Rank(const Graph& g, TensorId t) { return g.tensor(t).shape.size(); }
 
@@ -31,6 +45,17 @@ bool IsLinearLayer(const Graph& g, const Op& op) {
   if (op.type == op_types::kLinear) return true;
   return op.type == op_types::kMatMul && op.inputs.size() == 2 &&
          g.tensor(op.inputs[1]).kind == TensorKind::kParameter && Rank(g, op.inputs[1]) == 2;
+}
+
+// Ops every shard may repeat on its own copy of their inputs, as Megatron repeats normalisation,
+// residuals and the reshapes around them on every tensor-parallel rank: cheap, with no parameter
+// of their own to split.
+bool IsReplicable(const Op& op) {
+  namespace t = op_types;
+  if (op.outputs.size() != 1 || op.inputs.empty()) return false;
+  return IsElementwise(op.type) || op.type == t::kLayerNorm || op.type == t::kSoftmax ||
+         op.type == t::kLogSoftmax || op.type == t::kReshape || op.type == t::kTranspose ||
+         op.type == t::kSlice || op.type == t::kConcat;
 }
 
 // Row-major values of `shape` cut to `size` entries along `axis` from `begin`.
@@ -50,8 +75,9 @@ std::vector<float> SliceValues(const std::vector<float>& values, const Shape& sh
 }
 
 // How one op of the model runs on the shards: the op each shard runs (its inputs are the model's
-// tensors), each input's axis of split (its pieces) or kWhole, and the output's axis of split. A
-// partial op's shards each compute a part of a sum (a contraction over a split axis).
+// tensors), each input's axis of split (its pieces) or kWhole, and the output's axis of split, or
+// kReplicated. A partial op's shards each compute a part of a sum (a contraction over a split
+// axis).
 struct ShardPlan {
   Op shard_op;
   std::vector<int> input_axis;
@@ -67,20 +93,42 @@ class Sharder {
         ways_(ways),
         axis_(static_cast<size_t>(model.num_tensors()), kWhole),
         pieces_(static_cast<size_t>(model.num_tensors())),
-        whole_(static_cast<size_t>(model.num_tensors()), -1) {
+        copies_(static_cast<size_t>(model.num_tensors())),
+        whole_(static_cast<size_t>(model.num_tensors()), -1),
+        feeds_start_(static_cast<size_t>(model.num_ops()), false) {
     result_.ways = ways;
   }
 
   TensorParallelGraph Run(const std::set<OpId>& starts) {
-    for (OpId id : model_.TopologicalOrder()) {
+    const std::vector<OpId> order = model_.TopologicalOrder();
+    // Which ops' outputs reach a start through ops the shards may repeat: their sums are
+    // all-reduced (every shard gets the sum) and what follows is repeated per shard up to the
+    // start; other sums are reduced onto one device.
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      for (TensorId out : model_.op(*it).outputs) {
+        for (OpId c : T(out).consumers) {
+          if (starts.count(c) ||
+              (IsReplicable(model_.op(c)) && feeds_start_[static_cast<size_t>(c)])) {
+            feeds_start_[static_cast<size_t>(*it)] = true;
+          }
+        }
+      }
+    }
+    for (OpId id : order) {
       const Op& op = model_.op(id);
       if (op.phase != Phase::kForward) {
         throw GraphError(
             fmt::format("tensor parallelism rewrites a forward graph; op '{}' is a {} op", op.name,
                         ToString(op.phase)));
       }
-      std::optional<ShardPlan> plan =
-          starts.count(id) ? ColumnStart(op) : (AnySplit(op) ? Follow(op) : std::nullopt);
+      std::optional<ShardPlan> plan;
+      if (starts.count(id)) {
+        plan = ColumnStart(op);
+      } else if (AnySplit(op)) {
+        plan = Follow(op);
+      } else if (AnyReplicated(op) && IsReplicable(op) && feeds_start_[static_cast<size_t>(id)]) {
+        plan = PlanFor(op, std::vector<int>(op.inputs.size(), kWhole), kReplicated);
+      }
       if (plan && CanCut(*plan)) {
         EmitShards(id, *plan);
       } else {
@@ -99,6 +147,10 @@ class Sharder {
                        [&](TensorId t) { return axis_[static_cast<size_t>(t)] != kWhole; });
   }
   int SplitOf(TensorId t) const { return axis_[static_cast<size_t>(t)]; }
+  bool IsCopied(TensorId t) const { return !copies_[static_cast<size_t>(t)].empty(); }
+  bool AnyReplicated(const Op& op) const {
+    return std::any_of(op.inputs.begin(), op.inputs.end(), [&](TensorId t) { return IsCopied(t); });
+  }
 
   // Every input cut along its axis must divide evenly.
   bool CanCut(const ShardPlan& plan) const {
@@ -273,6 +325,7 @@ class Sharder {
   TensorId Whole(TensorId t) {
     TensorId& whole = whole_[static_cast<size_t>(t)];
     if (whole != -1) return whole;
+    if (IsCopied(t)) return whole = copies_[static_cast<size_t>(t)][0];  // shard 0's copy
     const Tensor& tensor = T(t);
     if (SplitOf(t) == kWhole) {  // an input, a label or a parameter
       Tensor copy = tensor;
@@ -288,9 +341,14 @@ class Sharder {
     return whole = result_.forward.TensorByName(tensor.name);
   }
 
-  // The model's tensor cut into `ways` pieces along `axis`: its shards when it is split so; a
-  // parameter only `consumer` reads is itself sliced (each shard owns its slice); anything else
-  // is scattered by a Split from its whole.
+  // What shard `shard` reads of the model's tensor `t` whole: its own copy, or the whole.
+  TensorId Local(TensorId t, int shard) {
+    return IsCopied(t) ? copies_[static_cast<size_t>(t)][static_cast<size_t>(shard)] : Whole(t);
+  }
+
+  // The model's tensor cut into `ways` pieces along `axis`: its shards when it is split so; each
+  // shard's slice of its own copy; a parameter only `consumer` reads is itself sliced (each shard
+  // owns its slice); anything else is scattered by a Split from its whole.
   std::vector<TensorId> Pieces(TensorId t, int axis, OpId consumer) {
     if (SplitOf(t) == axis) return pieces_[static_cast<size_t>(t)];
     const auto key = std::make_pair(t, axis);
@@ -298,8 +356,21 @@ class Sharder {
     const Tensor& tensor = T(t);
     const int64_t size = Extent(t, axis) / ways_;
     std::vector<TensorId> pieces;
-    if (tensor.kind == TensorKind::kParameter && SplitOf(t) == kWhole &&
-        tensor.consumers == std::vector<OpId>{consumer}) {
+    if (IsCopied(t)) {
+      for (int s = 0; s < ways_; ++s) {
+        Op slice{.name = ShardName(s, fmt::format("{}/tp_slice{}", tensor.name, axis)),
+                 .type = op_types::kSlice,
+                 .inputs = {Local(t, s)}};
+        slice.attrs.Set("axis", int64_t{axis});
+        slice.attrs.Set("start", s * size);
+        slice.attrs.Set("end", (s + 1) * size);
+        const OpId id =
+            Add(std::move(slice), {ShardName(s, fmt::format("{}/slice{}", tensor.name, axis))}, s,
+                consumer);
+        pieces.push_back(result_.forward.op(id).outputs[0]);
+      }
+    } else if (tensor.kind == TensorKind::kParameter && SplitOf(t) == kWhole &&
+               tensor.consumers == std::vector<OpId>{consumer}) {
       for (int s = 0; s < ways_; ++s) {
         Tensor slice = tensor;
         slice.name = ShardName(s, tensor.name);
@@ -334,6 +405,84 @@ class Sharder {
     return cut_[key] = pieces;
   }
 
+  // A ring all-reduce of the shards' partial sums as forward ops, NCCL's bandwidth-optimal
+  // schedule: each partial cut into `ways` chunks along its longest axis; chunk j summed hop by
+  // hop around the ring to shard j (reduce-scatter), then passed on hop by hop to every shard
+  // (all-gather); each shard concatenates the chunks. Every shard sends 2 (T - 1) chunks of about
+  // 1/T of the tensor to its successor. Its derived backward is the reverse ring: Megatron's
+  // backward all-reduce. Returns each shard's sum, named "tp<s>/<op's output><suffix>".
+  std::vector<TensorId> AllReduce(const std::vector<TensorId>& partials, const std::string& op_name,
+                                  const std::string& suffix, OpId source) {
+    const Graph& g = result_.forward;
+    const Shape shape = g.tensor(partials[0]).shape;
+    const int axis = static_cast<int>(std::max_element(shape.begin(), shape.end()) - shape.begin());
+    const auto members = static_cast<size_t>(ways_);
+    const auto chunks =
+        static_cast<size_t>(std::min<int64_t>(ways_, shape[static_cast<size_t>(axis)]));
+    std::vector<int64_t> sizes(chunks,
+                               shape[static_cast<size_t>(axis)] / static_cast<int64_t>(chunks));
+    for (size_t j = 0;
+         j < static_cast<size_t>(shape[static_cast<size_t>(axis)] % static_cast<int64_t>(chunks));
+         ++j)
+      ++sizes[j];
+    const std::string output = T(model_.op(source).outputs[0]).name;
+    auto name = [&](size_t m, const std::string& what) {
+      return ShardName(static_cast<int>(m), fmt::format("{}/allreduce/{}", op_name, what));
+    };
+    auto add = [&](size_t m, Op op, const std::vector<std::string>& outputs) {
+      op.attrs.Set(std::string(kCollectiveHop), int64_t{1});
+      return result_.forward.op(Add(std::move(op), outputs, static_cast<int>(m), source)).outputs;
+    };
+    std::vector<std::vector<TensorId>> pieces(members);  // [member][chunk]
+    for (size_t m = 0; m < members; ++m) {
+      if (chunks == 1) {
+        pieces[m] = {partials[m]};
+        continue;
+      }
+      Op split{.name = name(m, "split"), .type = op_types::kSplit, .inputs = {partials[m]}};
+      split.attrs.Set("axis", int64_t{axis});
+      split.attrs.Set("sizes", sizes);
+      std::vector<std::string> names;
+      for (size_t j = 0; j < chunks; ++j) names.push_back(name(m, fmt::format("chunk{}", j)));
+      pieces[m] = add(m, std::move(split), names);
+    }
+    for (size_t j = 0; j < chunks; ++j) {
+      TensorId partial = pieces[(j + 1) % members][j];
+      for (size_t hop = 2; hop <= members; ++hop) {
+        const size_t m = (j + hop) % members;
+        const std::string what = fmt::format("reduce{}", j);
+        partial = add(
+            m,
+            Op{.name = name(m, what), .type = op_types::kAddN, .inputs = {partial, pieces[m][j]}},
+            {name(m, what)})[0];
+      }
+      pieces[j][j] = partial;
+      for (size_t hop = 1; hop < members; ++hop) {
+        const size_t m = (j + hop) % members;
+        const std::string what = fmt::format("gather{}", j);
+        pieces[m][j] = add(m,
+                           Op{.name = name(m, what),
+                              .type = op_types::kIdentity,
+                              .inputs = {pieces[(m + members - 1) % members][j]}},
+                           {name(m, what)})[0];
+      }
+    }
+    std::vector<TensorId> sums(members);
+    for (size_t m = 0; m < members; ++m) {
+      const std::string sum_name = ShardName(static_cast<int>(m), output + suffix);
+      if (chunks == 1) {
+        sums[m] = add(
+            m, Op{.name = name(m, "sum"), .type = op_types::kIdentity, .inputs = {pieces[m][0]}},
+            {sum_name})[0];
+        continue;
+      }
+      Op concat{.name = name(m, "concat"), .type = op_types::kConcat, .inputs = pieces[m]};
+      concat.attrs.Set("axis", int64_t{axis});
+      sums[m] = add(m, std::move(concat), {sum_name})[0];
+    }
+    return sums;
+  }
+
   void EmitWhole(OpId id) {
     Op op = model_.op(id);
     for (TensorId& in : op.inputs) in = Whole(in);
@@ -352,25 +501,49 @@ class Sharder {
     std::vector<std::vector<TensorId>> inputs(plan.shard_op.inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
       const TensorId in = plan.shard_op.inputs[i];
-      inputs[i] = plan.input_axis[i] == kWhole
-                      ? std::vector<TensorId>(static_cast<size_t>(ways_), Whole(in))
-                      : Pieces(in, plan.input_axis[i], id);
+      if (plan.input_axis[i] != kWhole) {
+        inputs[i] = Pieces(in, plan.input_axis[i], id);
+        continue;
+      }
+      for (int s = 0; s < ways_; ++s) inputs[i].push_back(Local(in, s));
     }
     std::vector<TensorId> shards;
     for (int s = 0; s < ways_; ++s) {
       Op copy = plan.shard_op;
       copy.name = ShardName(s, op.name);
       for (size_t i = 0; i < inputs.size(); ++i) copy.inputs[i] = inputs[i][static_cast<size_t>(s)];
-      const OpId added = Add(std::move(copy), {ShardName(s, T(out).name)}, s, id);
+      const std::string name = T(out).name + (plan.partial ? "/tp_partial" : "");
+      const OpId added = Add(std::move(copy), {ShardName(s, name)}, s, id);
       shards.push_back(result_.forward.op(added).outputs[0]);
+    }
+    if (plan.output_axis == kReplicated) {
+      copies_[static_cast<size_t>(out)] = std::move(shards);
+      return;
     }
     if (!plan.partial) {
       axis_[static_cast<size_t>(out)] = plan.output_axis;
       pieces_[static_cast<size_t>(out)] = std::move(shards);
       return;
     }
-    // The partial products' sum: Megatron's all-reduce after a row-parallel layer.
     ++result_.partial_sums;
+    if (feeds_start_[static_cast<size_t>(id)]) {  // Megatron's all-reduce: a sum on every shard
+      ++result_.all_reduces;
+      std::vector<TensorId> sums =
+          AllReduce(shards, op.name, plan.bias_after_sum ? "/tp_sum" : "", id);
+      if (plan.bias_after_sum) {
+        for (int s = 0; s < ways_; ++s) {
+          Op bias{.name = ShardName(s, op.name + "/tp_bias"),
+                  .type = op_types::kAdd,
+                  .inputs = {sums[static_cast<size_t>(s)], Whole(*plan.bias_after_sum)}};
+          sums[static_cast<size_t>(s)] =
+              result_.forward.op(Add(std::move(bias), {ShardName(s, T(out).name)}, s, id))
+                  .outputs[0];
+        }
+      }
+      copies_[static_cast<size_t>(out)] = std::move(sums);
+      return;
+    }
+    // The partial products summed on one device: nothing after them is repeated per shard.
     const std::string sum_name = plan.bias_after_sum ? T(out).name + "/tp_sum" : T(out).name;
     Op sum{.name = plan.bias_after_sum ? op.name + "/tp_sum" : op.name,
            .type = op_types::kAddN,
@@ -390,7 +563,9 @@ class Sharder {
   TensorParallelGraph result_;
   std::vector<int> axis_;                      // per model tensor: its axis of split, or kWhole
   std::vector<std::vector<TensorId>> pieces_;  // per model tensor split: its shards
+  std::vector<std::vector<TensorId>> copies_;  // per model tensor repeated: each shard's copy
   std::vector<TensorId> whole_;                // per model tensor: its whole copy, once made
+  std::vector<bool> feeds_start_;              // per model op: its output reaches a start
   std::map<std::pair<TensorId, int>, std::vector<TensorId>> cut_;  // sliced or scattered pieces
 };
 

@@ -11,9 +11,15 @@
 // runs it, the simulator prices it on the links between the shards' devices, and the backward
 // derived from the rewritten forward (graph/training_step.h) is the collectives' transpose: the
 // gradient of a replicated input is summed over the shards (Megatron's backward all-reduce).
+// Where a row-parallel sum feeds a later split (one transformer layer into the next), it is a
+// ring all-reduce (ops tagged graph::kCollectiveHop, so the simulator prices its hops as NCCL's)
+// and every shard repeats what follows on its own copy up to that split (the residual, the
+// normalisation, the reshapes), as Megatron repeats them on every tensor-parallel rank; a sum
+// that feeds no split (the last layer's, before the head) is reduced onto one device.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +30,9 @@ namespace placer::graph {
 // Shard s's copy of a model op or tensor: "tp<s>/<name>" (after any "r<r>/" and "m<k>/", which
 // replication and micro-batching add in front later).
 std::string ShardName(int shard, const std::string& name);
+// The shard of an op or tensor named so ("tp<s>/", possibly after "r<r>/" and "m<k>/"); nullopt
+// for a name of no shard.
+std::optional<int> ShardOfName(const std::string& name);
 
 // Where a sharded parameter's values come from: `size` entries of `source` along `axis` from
 // `begin`.
@@ -46,10 +55,11 @@ struct TensorParallelGraph {
   std::vector<OpId> source_op;
   std::vector<ParameterSlice> parameter_slices;  // one per sharded parameter
   // The collectives it added: Concats of split tensors, Splits of whole ones, sums of partial
-  // products (one per row-parallel layer).
+  // products (one per row-parallel layer), of which all-reduces (the sum on every shard).
   int gathers = 0;
   int scatters = 0;
   int partial_sums = 0;
+  int all_reduces = 0;
 };
 
 // Splits `ways` ways every op the split of `column_starts` reaches. Each start must be a Linear,

@@ -178,7 +178,9 @@ TEST(TensorParallelTest, AGptStyleDecoderSplitByHeadsAndFeaturesMatchesOneDevice
   EXPECT_THAT(starts,
               ElementsAre("h0/q_proj", "h0/k_proj", "h0/v_proj", "h0/gate_proj", "h0/up_proj",
                           "h1/q_proj", "h1/k_proj", "h1/v_proj", "h1/gate_proj", "h1/up_proj"));
-  EXPECT_EQ(graph::ShardTensorParallel(decoder, starts, 2).partial_sums, 4);
+  const graph::TensorParallelGraph sharded = graph::ShardTensorParallel(decoder, starts, 2);
+  EXPECT_EQ(sharded.partial_sums, 4);
+  EXPECT_EQ(sharded.all_reduces, 3);  // the last MLP's sum feeds the head, which is not split
   CheckMatchesOneDevice(decoder, starts, 2, 2, 17);
   CheckMatchesOneDevice(decoder, graph::MegatronColumnStarts(decoder, 4), 4, 4, 18);
 }
@@ -213,6 +215,9 @@ TEST(TensorParallelTest, MegatronsStartsGiveOneSumPerAttentionAndMlpAndNoOtherCo
   EXPECT_EQ(sharded.gathers, 0);
   EXPECT_EQ(sharded.scatters, 0);
   EXPECT_EQ(sharded.partial_sums, 2 * 3 + 1);
+  // Every layer's sums feed the next split, so they are all-reduced and what follows them
+  // (residual, normalisation) runs on every shard; the classifier's sum feeds only the loss.
+  EXPECT_EQ(sharded.all_reduces, 2 * 3);
   // Every weight of a split layer is sliced, not copied: the shards together hold the model's
   // parameters once.
   EXPECT_EQ(sharded.forward.ParameterCount(), encoder.ParameterCount());
