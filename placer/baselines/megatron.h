@@ -1,0 +1,63 @@
+// The Megatron-style baseline: what a practitioner configures by hand for a transformer on a
+// multi-GPU machine, Megatron-LM's tensor-model-parallel size T times data-parallel size R. Every
+// attention and MLP block is split T ways by Megatron's pairs (graph::MegatronColumnStarts:
+// column-parallel query, key, value and first MLP layers, row-parallel output layers, one sum
+// each); shard s of data-parallel replica r runs on device r T + s, and the ops no split reaches
+// (embeddings, normalisation, residuals, the loss) on the replica's first device, where Megatron
+// repeats them on every shard; the replicas' gradients are all-reduced as data parallelism's
+// (graph::BuildDataParallel). T runs over 1, 2, 4, 8, ... within a host (T = 1 is plain data
+// parallelism), R = D / T; each shape is simulated and the fastest valid one wins. Pipelines are
+// not part of this grid (the pipeline baseline's row has DP x PP). Torch-free.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "graph/data_parallel.h"
+#include "graph/device.h"
+#include "graph/evaluator.h"
+#include "graph/placement.h"
+#include "graph/tensor_parallel.h"
+#include "runtime/sim/cost_model.h"
+
+namespace placer::baselines {
+
+struct MegatronTrial {
+  int tensor_ways = 1;   // T
+  int replicas = 1;      // R = D / T
+  int partial_sums = 0;  // per replica: the row-parallel layers' sums (Megatron's all-reduces)
+  graph::EvaluationResult result;  // simulated; invalid when a device runs out of memory
+};
+
+struct MegatronBaselineResult {
+  std::vector<MegatronTrial> trials;
+  int best = -1;  // index into trials of the fastest valid one; -1 if none
+};
+
+// The step of one shape of the grid and its placement over `device_names` (D of them, T dividing
+// D and R = D / T dividing `batch`). Throws graph::GraphError when the model has no linear pair
+// that splits T ways.
+struct MegatronStep {
+  graph::Graph graph;  // replica r's ops and tensors "r<r>/...", its shard s's "r<r>/tp<s>/..."
+  graph::Placement placement;
+  int partial_sums = 0;
+  // One replica's split forward (at its share of the batch; the same parameters in every
+  // replica), to slice the model's parameters for it (runtime/tensor_parallel.h); none at T = 1.
+  std::optional<graph::TensorParallelGraph> split;
+};
+MegatronStep BuildMegatronStep(const graph::ForwardBuilder& build_forward, int64_t batch,
+                               double learning_rate, const std::vector<std::string>& device_names,
+                               int tensor_ways);
+
+// Every T = 1, 2, 4, ... that divides `devices_per_host` (0: all of `devices` are one host) and
+// the device count, with R = D / T dividing `batch`, simulated on `devices` with `costs`. A shape
+// that cannot be built (no pair splits T ways, a step over `max_ops` ops) is left out and said so
+// in `log`, which also gets one line per trial.
+MegatronBaselineResult MegatronBaseline(const graph::ForwardBuilder& build_forward, int64_t batch,
+                                        double learning_rate, const graph::DeviceSet& devices,
+                                        const sim::CostModel& costs, int devices_per_host,
+                                        int64_t max_ops, std::vector<std::string>* log);
+
+}  // namespace placer::baselines
