@@ -498,6 +498,37 @@ TEST(CliTest, CompareShowsThePipelinesOfTheLearnedAndPipelineRows) {
   EXPECT_THAT(picture, HasSubstr(R"(font-size="9">1</text>)"));
 }
 
+// `placer compare` on simulated GPUs has a Megatron-style row: the fastest of tensor-parallel
+// sizes 1, 2 and 4 (every shape in the log, with its row-parallel sums) times data parallelism,
+// its shape in the method and its placement described; T = 1 is the data-parallel step.
+TEST(CliTest, CompareHasAMegatronStyleRowOverTheTensorTimesDataParallelGrid) {
+  const auto dir = SuiteDir() / "compare_megatron";
+  const std::string config = WriteTemp(
+      "compare_megatron.yaml",
+      "model: {builtin: transformer, batch_size: 8, transformer: {layers: 2, hidden: 64, heads: 4, "
+      "ffn: 128, seq_length: 16, vocab: 100, max_positions: 16}}\n"
+      "devices: [cuda:0, cuda:1, cuda:2, cuda:3]\n"
+      "search: {evaluator: simulated, policy_steps: 2, samples_per_step: 4, "
+      "refinement_rounds: 10}\n"
+      "simulation: {gpu_link: nvlink}\noutput: {directory: " +
+          dir.string() + "}\n");
+  Result r = RunPlacer("compare --config " + config);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output,
+              AllOf(::testing::ContainsRegex(
+                        "Megatron-style: TP 1 x DP 4 \\(0 sums per replica\\): [0-9.]+ ms"),
+                    ::testing::ContainsRegex(
+                        "Megatron-style: TP 2 x DP 2 \\(5 sums per replica\\): [0-9.]+ ms"),
+                    ::testing::ContainsRegex(
+                        "Megatron-style: TP 4 x DP 1 \\(5 sums per replica\\): [0-9.]+ ms")));
+  EXPECT_THAT(r.output, ::testing::ContainsRegex(
+                            "\nMegatron-style \\(TP [124] x DP [124]\\)[^\n]* ms [^\n]*MiB\n"));
+  EXPECT_THAT(r.output, ::testing::ContainsRegex(
+                            "\nMegatron-style \\(TP [124] x DP [124]\\): (no layer split "
+                            "\\(data parallelism over 4 devices\\)|attention and MLP "
+                            "blocks split [24] ways)"));
+}
+
 // Under a measured judge the pipeline baseline has its row too: its contiguous stages at the
 // search's micro-batch count and schedule that measured fastest side by side, with each device's
 // peak memory (only pipelines fit these devices, and of them only 1F1B with 8 micro-batches).

@@ -8,6 +8,7 @@
 
 #include "graph/micro_batches.h"
 #include "placer/search.h"
+#include "placer/setup/megatron_row.h"
 #include "placer/setup/pipeline_row.h"
 #include "placer/setup/report_pictures.h"
 #include "placer/setup/verdict.h"
@@ -217,6 +218,12 @@ search::ComparisonReport CompareMethods(const SearchSetup& setup,
     for (const std::string& line : pipeline.log) log << line << '\n';
     report.rows.push_back(std::move(pipeline.row));
     if (pipeline.picture) pipeline_picture = std::move(pipeline.picture);
+    // The Megatron-style row: tensor x data parallelism as a practitioner sets it by hand. Its
+    // sharded steps are simulated only (the executor runs them on CPU workers in tests; measuring
+    // every shape afresh would cost minutes).
+    MegatronRow megatron = MegatronRowFor(setup);
+    for (const std::string& line : megatron.log) log << line << '\n';
+    report.rows.push_back(std::move(megatron.row));
   }
   Pending learned_row{Kind::kLearned,
                       learned.found_valid ? "learned" : "learned (no valid placement found)",
