@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <optional>
 
@@ -36,14 +37,16 @@ std::vector<int64_t> SplitBatch(int64_t batch, const std::vector<double>& weight
   return sizes;
 }
 
-DataParallelGraph BuildDataParallel(const ForwardBuilder& build_forward, int64_t global_batch,
-                                    const std::vector<std::string>& devices,
-                                    const std::vector<double>& weights, double learning_rate,
-                                    const AllReduceOptions& all_reduce) {
+DataParallelGraph BuildDataParallel(
+    const ForwardBuilder& build_forward, int64_t global_batch,
+    const std::vector<std::string>& devices, const std::vector<double>& weights,
+    double learning_rate, const AllReduceOptions& all_reduce,
+    const std::function<TiedParameters(const Graph& replica)>& ties_within) {
   DataParallelGraph result;
   result.shard_sizes = SplitBatch(global_batch, weights);
   Graph& g = result.graph;
   std::vector<std::vector<TensorId>> replica_params;  // [replica][k]: k-th parameter
+  std::vector<std::vector<TensorId>> within;          // copies within a replica
   for (size_t r = 0; r < devices.size(); ++r) {
     const int replica = static_cast<int>(r);
     Graph shard = build_forward(result.shard_sizes[r], global_batch);
@@ -63,21 +66,38 @@ DataParallelGraph BuildDataParallel(const ForwardBuilder& build_forward, int64_t
     std::vector<TensorId> params;
     for (TensorId t : shard.Parameters()) params.push_back(remap[static_cast<size_t>(t)]);
     replica_params.push_back(std::move(params));
-  }
-  // Parameter k of every replica is tied to parameter k of every other replica.
-  std::vector<std::pair<size_t, size_t>> slot(static_cast<size_t>(g.num_tensors()), {0, 0});
-  for (size_t r = 0; r < replica_params.size(); ++r) {
-    for (size_t k = 0; k < replica_params[r].size(); ++k) {
-      slot[static_cast<size_t>(replica_params[r][k])] = {r, k};
+    if (ties_within) {
+      for (const std::vector<TensorId>& group : ties_within(shard)) {
+        std::vector<TensorId> copies;
+        for (TensorId t : group) copies.push_back(remap[static_cast<size_t>(t)]);
+        within.push_back(std::move(copies));
+      }
     }
   }
+  // Parameter k of every replica is tied to parameter k of every other replica, and with them the
+  // copies `ties_within` names: one set per parameter k, its members in replica order.
+  std::map<size_t, size_t> root;  // parameter slot k -> the slot of its set
+  std::vector<size_t> slot(static_cast<size_t>(g.num_tensors()), 0);
+  for (const std::vector<TensorId>& params : replica_params) {
+    for (size_t k = 0; k < params.size(); ++k) slot[static_cast<size_t>(params[k])] = k;
+  }
+  for (const std::vector<TensorId>& copies : within) {
+    for (TensorId t : copies)
+      root[slot[static_cast<size_t>(t)]] = slot[static_cast<size_t>(copies[0])];
+  }
+  auto set_of = [&](size_t k) {
+    const auto it = root.find(k);
+    return it == root.end() ? k : it->second;
+  };
   AppendBackwardAndUpdate(
       g, learning_rate,
       [&](TensorId param) {
-        auto [replica, k] = slot[static_cast<size_t>(param)];
+        const size_t set = set_of(slot[static_cast<size_t>(param)]);
         std::vector<TensorId> others;
-        for (size_t r = 0; r < replica_params.size(); ++r) {
-          if (r != replica) others.push_back(replica_params[r][k]);
+        for (const std::vector<TensorId>& params : replica_params) {
+          for (size_t k = 0; k < params.size(); ++k) {
+            if (params[k] != param && set_of(k) == set) others.push_back(params[k]);
+          }
         }
         return others;
       },

@@ -29,10 +29,17 @@ struct DataParallelGraph {
 // least one row. Throws GraphError when there are more devices than rows.
 std::vector<int64_t> SplitBatch(int64_t batch, const std::vector<double>& weights);
 
-DataParallelGraph BuildDataParallel(const ForwardBuilder& build_forward, int64_t global_batch,
-                                    const std::vector<std::string>& devices,
-                                    const std::vector<double>& weights, double learning_rate,
-                                    const AllReduceOptions& all_reduce = {});
+// Parameters of one replica that are copies of one another (tensor parallelism's copies of a
+// parameter on every shard, graph/tensor_parallel.h): groups of the replica's tensor ids.
+using TiedParameters = std::vector<std::vector<TensorId>>;
+
+// `ties_within`, when given, names the copies in a replica's forward graph: each group's copies in
+// every replica are then tied together (one all-reduce of their gradients over all of them).
+DataParallelGraph BuildDataParallel(
+    const ForwardBuilder& build_forward, int64_t global_batch,
+    const std::vector<std::string>& devices, const std::vector<double>& weights,
+    double learning_rate, const AllReduceOptions& all_reduce = {},
+    const std::function<TiedParameters(const Graph& replica)>& ties_within = nullptr);
 
 // Where the forward ops of a replicated graph come from: op "r<r>/<name>" (or "r<r>/m<k>/<name>",
 // a replicated pipeline's) is replica r's copy of the forward op <name> of `base` (the same model,

@@ -49,4 +49,15 @@ StepName ParseStepName(const std::string& name) {
   return parsed;
 }
 
+std::optional<int> ShardOfName(const std::string& name) {
+  const std::string base = ParseStepName(name).base;
+  const size_t slash = base.find('/');
+  if (!base.starts_with("tp") || slash == std::string::npos || slash < 3 ||
+      !std::all_of(base.begin() + 2, base.begin() + static_cast<std::ptrdiff_t>(slash),
+                   [](char c) { return c >= '0' && c <= '9'; })) {
+    return std::nullopt;
+  }
+  return std::stoi(base.substr(2, slash - 2));
+}
+
 }  // namespace placer::graph

@@ -22,4 +22,8 @@ struct StepName {
 };
 StepName ParseStepName(const std::string& name);
 
+// The tensor-parallel shard of an op or tensor named "tp<s>/X", possibly after "r<r>/" and "m<k>/"
+// (graph/tensor_parallel.h); nullopt for a name of no shard.
+std::optional<int> ShardOfName(const std::string& name);
+
 }  // namespace placer::graph

@@ -19,17 +19,6 @@ std::string ShardName(int shard, const std::string& name) {
   return fmt::format("tp{}/{}", shard, name);
 }
 
-std::optional<int> ShardOfName(const std::string& name) {
-  const std::string base = ParseStepName(name).base;
-  const size_t slash = base.find('/');
-  if (!base.starts_with("tp") || slash == std::string::npos || slash < 3 ||
-      !std::all_of(base.begin() + 2, base.begin() + static_cast<std::ptrdiff_t>(slash),
-                   [](char c) { return c >= '0' && c <= '9'; })) {
-    return std::nullopt;
-  }
-  return std::stoi(base.substr(2, slash - 2));
-}
-
 namespace {
 
 constexpr int kWhole = -1;       // a tensor not split: every shard reads all of it
@@ -134,6 +123,9 @@ class Sharder {
       } else {
         EmitWhole(id);
       }
+    }
+    for (auto& [source, copies] : parameter_copies_) {
+      result_.replicated_parameters.push_back(std::move(copies));
     }
     result_.forward.Validate();
     return std::move(result_);
@@ -341,9 +333,29 @@ class Sharder {
     return whole = result_.forward.TensorByName(tensor.name);
   }
 
-  // What shard `shard` reads of the model's tensor `t` whole: its own copy, or the whole.
+  // What shard `shard` reads of the model's tensor `t` whole: its own copy of a repeated tensor or
+  // of a parameter only this op reads, or the whole.
   TensorId Local(TensorId t, int shard) {
-    return IsCopied(t) ? copies_[static_cast<size_t>(t)][static_cast<size_t>(shard)] : Whole(t);
+    if (IsCopied(t)) return copies_[static_cast<size_t>(t)][static_cast<size_t>(shard)];
+    if (T(t).kind == TensorKind::kParameter && T(t).consumers.size() == 1) {
+      return ParameterCopies(t)[static_cast<size_t>(shard)];
+    }
+    return Whole(t);
+  }
+
+  // The shards' copies of parameter `t` (ReplicatedParameter), made once.
+  const std::vector<TensorId>& ParameterCopies(TensorId t) {
+    auto [it, inserted] = parameter_copies_.try_emplace(t);
+    if (!inserted) return it->second.copies;
+    it->second.source = T(t).name;
+    for (int s = 0; s < ways_; ++s) {
+      Tensor copy = T(t);
+      copy.name = ShardName(s, copy.name);
+      copy.producer = kNoOp;
+      copy.consumers.clear();
+      it->second.copies.push_back(result_.forward.AddTensor(std::move(copy)));
+    }
+    return it->second.copies;
   }
 
   // The model's tensor cut into `ways` pieces along `axis`: its shards when it is split so; each
@@ -534,7 +546,7 @@ class Sharder {
         for (int s = 0; s < ways_; ++s) {
           Op bias{.name = ShardName(s, op.name + "/tp_bias"),
                   .type = op_types::kAdd,
-                  .inputs = {sums[static_cast<size_t>(s)], Whole(*plan.bias_after_sum)}};
+                  .inputs = {sums[static_cast<size_t>(s)], Local(*plan.bias_after_sum, s)}};
           sums[static_cast<size_t>(s)] =
               result_.forward.op(Add(std::move(bias), {ShardName(s, T(out).name)}, s, id))
                   .outputs[0];
@@ -567,6 +579,7 @@ class Sharder {
   std::vector<TensorId> whole_;                // per model tensor: its whole copy, once made
   std::vector<bool> feeds_start_;              // per model op: its output reaches a start
   std::map<std::pair<TensorId, int>, std::vector<TensorId>> cut_;  // sliced or scattered pieces
+  std::map<TensorId, ReplicatedParameter> parameter_copies_;       // per model parameter copied
 };
 
 }  // namespace
@@ -582,6 +595,25 @@ TensorParallelGraph ShardTensorParallel(const Graph& forward,
     starts.insert(*id);
   }
   return Sharder(forward, ways).Run(starts);
+}
+
+Graph TensorParallelStep(const TensorParallelGraph& split, double learning_rate) {
+  Graph step = split.forward;
+  std::map<TensorId, const std::vector<TensorId>*> copies_of;
+  for (const ReplicatedParameter& p : split.replicated_parameters) {
+    for (TensorId copy : p.copies) copies_of[copy] = &p.copies;
+  }
+  AppendBackwardAndUpdate(step, learning_rate, [&](TensorId param) {
+    std::vector<TensorId> others;
+    if (const auto it = copies_of.find(param); it != copies_of.end()) {
+      for (TensorId copy : *it->second) {
+        if (copy != param) others.push_back(copy);
+      }
+    }
+    return others;
+  });
+  step.Validate();
+  return step;
 }
 
 std::vector<std::string> MegatronColumnStarts(const Graph& forward, int ways) {

@@ -24,15 +24,13 @@
 #include <vector>
 
 #include "graph/ir.h"
+#include "graph/step_names.h"
 
 namespace placer::graph {
 
 // Shard s's copy of a model op or tensor: "tp<s>/<name>" (after any "r<r>/" and "m<k>/", which
-// replication and micro-batching add in front later).
+// replication and micro-batching add in front later); graph::ShardOfName reads it back.
 std::string ShardName(int shard, const std::string& name);
-// The shard of an op or tensor named so ("tp<s>/", possibly after "r<r>/" and "m<k>/"); nullopt
-// for a name of no shard.
-std::optional<int> ShardOfName(const std::string& name);
 
 // Where a sharded parameter's values come from: `size` entries of `source` along `axis` from
 // `begin`.
@@ -42,6 +40,16 @@ struct ParameterSlice {
   int axis = 0;
   int64_t begin = 0;
   int64_t size = 0;
+};
+
+// A parameter every shard reads whole (a normalisation's scale, a row-parallel layer's bias),
+// copied onto each shard as Megatron keeps one on every rank: its copies in `forward`, shard by
+// shard, named "tp<s>/<source>". Their gradients are summed before their updates
+// (TensorParallelStep; a data-parallel step ties them across its replicas too), so the copies stay
+// equal.
+struct ReplicatedParameter {
+  std::string source;  // the model's parameter
+  std::vector<TensorId> copies;
 };
 
 struct TensorParallelGraph {
@@ -54,6 +62,7 @@ struct TensorParallelGraph {
   // producer, a scatter the op that needed the pieces).
   std::vector<OpId> source_op;
   std::vector<ParameterSlice> parameter_slices;  // one per sharded parameter
+  std::vector<ReplicatedParameter> replicated_parameters;
   // The collectives it added: Concats of split tensors, Splits of whole ones, sums of partial
   // products (one per row-parallel layer), of which all-reduces (the sum on every shard).
   int gathers = 0;
@@ -67,6 +76,10 @@ struct TensorParallelGraph {
 // `ways`. Throws GraphError naming the op otherwise, or when `forward` has training ops.
 TensorParallelGraph ShardTensorParallel(const Graph& forward,
                                         const std::vector<std::string>& column_starts, int ways);
+
+// The training step of a tensor-parallel graph: its forward, the derived backward, and one update
+// per parameter, each replicated parameter's copies updated with the sum of their gradients.
+Graph TensorParallelStep(const TensorParallelGraph& split, double learning_rate);
 
 // Megatron-LM's starts in a transformer built by the zoo or loaded from ONNX: the linear layers
 // (Linear, or MatMul by a rank-2 parameter) whose splits, together, reach row-parallel linear

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "graph/ops.h"
+#include "graph/step_names.h"
 
 namespace placer::graph {
 
@@ -115,28 +116,44 @@ std::vector<TensorId> RingAllReduce(Graph& graph, const std::vector<OpId>& owner
   return summed;
 }
 
-// All-reduces the replicas' gradients `summed` of the tied parameter sets `rings` (each in
-// replica order) in buckets of about `bucket_bytes`: per replica, the gradients of a bucket are
-// flattened and concatenated (on the device of the bucket's first parameter), ring all-reduced, and
-// split back. Rings go in reverse order, the last layers' gradients (ready first) in the first
-// bucket.
+// The tied parameter sets `rings` (each in replica order) in buckets of about `bucket_bytes`, in
+// reverse order, the last layers' gradients (ready first) in the first bucket. A bucket holds rings
+// of one size whose first members are of one tensor-parallel shard (graph::ShardOfName), so that
+// member m of every ring in it lives with the same shard: packing them moves no gradient between
+// devices.
+std::vector<std::vector<std::vector<TensorId>>> Buckets(const Graph& graph,
+                                                        std::vector<std::vector<TensorId>> rings,
+                                                        int64_t bucket_bytes) {
+  using Key = std::pair<size_t, int>;
+  std::map<Key, size_t> open;  // the bucket each key is filling
+  std::vector<std::vector<std::vector<TensorId>>> buckets;
+  std::vector<int64_t> bytes;
+  for (auto ring = rings.rbegin(); ring != rings.rend(); ++ring) {
+    const Key key{ring->size(), ShardOfName(graph.tensor(ring->front()).name).value_or(-1)};
+    auto it = open.find(key);
+    if (it == open.end() || bytes[it->second] >= bucket_bytes) {
+      it = open.insert_or_assign(key, buckets.size()).first;
+      buckets.emplace_back();
+      bytes.push_back(0);
+    }
+    bytes[it->second] += graph.tensor(ring->front()).bytes();
+    buckets[it->second].push_back(std::move(*ring));
+  }
+  return buckets;
+}
+
+// All-reduces the replicas' gradients `summed` of the tied parameter sets `rings` in buckets
+// (Buckets): per replica, the gradients of a bucket are flattened and concatenated (on the device
+// of the bucket's first parameter), ring all-reduced, and split back.
 std::map<TensorId, TensorId> BucketedAllReduce(Graph& graph,
                                                std::vector<std::vector<TensorId>> rings,
                                                const std::map<TensorId, TensorId>& summed,
                                                int64_t bucket_bytes) {
   std::map<TensorId, TensorId> reduced;
   int64_t bucket_index = 0;
-  std::reverse(rings.begin(), rings.end());
-  size_t next = 0;
-  while (next < rings.size()) {
-    const size_t replicas = rings[next].size();
-    std::vector<std::vector<TensorId>> bucket;
-    int64_t bytes = 0;
-    while (next < rings.size() && rings[next].size() == replicas &&
-           (bucket.empty() || bytes < bucket_bytes)) {
-      bytes += graph.tensor(rings[next][0]).bytes();
-      bucket.push_back(rings[next++]);
-    }
+  for (std::vector<std::vector<TensorId>>& bucket :
+       Buckets(graph, std::move(rings), bucket_bytes)) {
+    const size_t replicas = bucket.front().size();
     if (replicas == 1) {
       for (const auto& ring : bucket) reduced[ring[0]] = summed.at(ring[0]);
       continue;

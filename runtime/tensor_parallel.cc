@@ -24,9 +24,18 @@ const at::Tensor& Find(const TensorMap& map, const std::string& name, const char
 TensorMap ShardParameters(const TensorMap& whole, const graph::TensorParallelGraph& sharded) {
   std::unordered_map<std::string, const graph::ParameterSlice*> slice_of;
   for (const graph::ParameterSlice& slice : sharded.parameter_slices) slice_of[slice.name] = &slice;
+  std::unordered_map<std::string, std::string> source_of_copy;
+  for (const graph::ReplicatedParameter& p : sharded.replicated_parameters) {
+    for (graph::TensorId copy : p.copies)
+      source_of_copy[sharded.forward.tensor(copy).name] = p.source;
+  }
   TensorMap out;
   for (graph::TensorId id : sharded.forward.Parameters()) {
     const std::string& name = sharded.forward.tensor(id).name;
+    if (const auto copy = source_of_copy.find(name); copy != source_of_copy.end()) {
+      out.emplace(name, Find(whole, copy->second, "the model's").clone());
+      continue;
+    }
     const auto it = slice_of.find(name);
     if (it == slice_of.end()) {
       out.emplace(name, Find(whole, name, "the model's"));
@@ -46,6 +55,13 @@ TensorMap GatherParameters(const TensorMap& sharded, const graph::TensorParallel
     sliced.insert(slice.name);
   }
   TensorMap out;
+  // A replicated parameter's copies stay equal (their gradients are summed): shard 0's is the
+  // model's.
+  for (const graph::ReplicatedParameter& p : graph.replicated_parameters) {
+    for (graph::TensorId copy : p.copies) sliced.insert(graph.forward.tensor(copy).name);
+    out.emplace(p.source,
+                Find(sharded, graph.forward.tensor(p.copies.front()).name, "the sharded step's"));
+  }
   for (graph::TensorId id : graph.forward.Parameters()) {
     const std::string& name = graph.forward.tensor(id).name;
     if (!sliced.count(name)) out.emplace(name, Find(sharded, name, "the sharded step's"));

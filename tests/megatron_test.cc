@@ -72,6 +72,23 @@ TEST(MegatronTest, TensorTimesDataParallelStepsMatchOneDevice) {
               replica * kWays + graph::ShardOfName(name).value_or(0))
         << name;
   }
+  // The data-parallel all-reduce packs each bucket's gradients where they were computed: a bucket
+  // holds one shard's parameters, so no gradient crosses to another device to be packed.
+  auto device_of = [&](graph::OpId op) {
+    const graph::OpId forward = step.graph.op(op).forward_op;
+    return step.placement.device_of_op[static_cast<size_t>(forward == graph::kNoOp ? op : forward)];
+  };
+  int packs = 0;
+  for (graph::OpId id = 0; id < step.graph.num_ops(); ++id) {
+    const graph::Op& op = step.graph.op(id);
+    if (!op.name.ends_with(".allreduce/pack")) continue;
+    ++packs;
+    for (graph::TensorId in : op.inputs) {
+      EXPECT_EQ(device_of(step.graph.tensor(in).producer), device_of(id))
+          << op.name << " reads " << step.graph.tensor(in).name;
+    }
+  }
+  EXPECT_GT(packs, 0);
   const runtime::TensorMap sliced = runtime::ShardParameters(initial, *step.split);
   runtime::TensorMap parameters, feeds;
   for (int r = 0; r < kReplicas; ++r) {
@@ -93,6 +110,15 @@ TEST(MegatronTest, TensorTimesDataParallelStepsMatchOneDevice) {
       replica[name] = trained.at(graph::ReplicaName(r, name));
     test_support::ExpectSameParameters(runtime::GatherParameters(replica, *step.split),
                                        reference.Parameters(), fmt::format("replica {}", r), 1e-6);
+    // Every shard's copy of a repeated parameter took the same steps.
+    for (const graph::ReplicatedParameter& p : step.split->replicated_parameters) {
+      for (int s = 0; s < kWays; ++s) {
+        const std::string copy = graph::ReplicaName(r, graph::ShardName(s, p.source));
+        EXPECT_TRUE(trained.at(copy).allclose(
+            trained.at(graph::ReplicaName(0, graph::ShardName(0, p.source))), 0, 1e-6))
+            << copy;
+      }
+    }
   }
 }
 

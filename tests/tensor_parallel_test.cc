@@ -133,7 +133,7 @@ void CheckMatchesOneDevice(const graph::Graph& forward, const std::vector<std::s
   const TensorMap expected = reference.Parameters();
 
   const graph::TensorParallelGraph sharded = graph::ShardTensorParallel(forward, starts, ways);
-  const graph::Graph step = WithStep(sharded.forward);
+  const graph::Graph step = graph::TensorParallelStep(sharded, kLearningRate);
   std::mt19937 rng(seed);
   for (int trial = 0; trial < 3; ++trial) {
     graph::Placement placement =
@@ -152,8 +152,17 @@ void CheckMatchesOneDevice(const graph::Graph& forward, const std::vector<std::s
       EXPECT_NEAR(executor.RunStep(minibatch).loss, losses[static_cast<size_t>(s)], 1e-5)
           << context << ", step " << s;
     }
-    test_support::ExpectSameParameters(GatherParameters(executor.Parameters(), sharded), expected,
-                                       context, 1e-6);
+    const TensorMap trained = executor.Parameters();
+    test_support::ExpectSameParameters(GatherParameters(trained, sharded), expected, context, 1e-6);
+    // The copies of a replicated parameter took the same steps.
+    for (const graph::ReplicatedParameter& p : sharded.replicated_parameters) {
+      for (graph::TensorId copy : p.copies) {
+        const std::string& name = step.tensor(copy).name;
+        EXPECT_TRUE(
+            trained.at(name).allclose(trained.at(step.tensor(p.copies.front()).name), 0, 1e-6))
+            << context << ": " << name;
+      }
+    }
     if (::testing::Test::HasFailure()) return;
   }
 }
@@ -219,8 +228,16 @@ TEST(TensorParallelTest, MegatronsStartsGiveOneSumPerAttentionAndMlpAndNoOtherCo
   // (residual, normalisation) runs on every shard; the classifier's sum feeds only the loss.
   EXPECT_EQ(sharded.all_reduces, 2 * 3);
   // Every weight of a split layer is sliced, not copied: the shards together hold the model's
-  // parameters once.
-  EXPECT_EQ(sharded.forward.ParameterCount(), encoder.ParameterCount());
+  // parameters once, but for the copies every shard keeps of what it repeats (each layer's two
+  // LayerNorms and the row-parallel layers' biases, added after the all-reduce), as Megatron does.
+  int64_t copied = 0;
+  for (const graph::ReplicatedParameter& p : sharded.replicated_parameters) {
+    ASSERT_EQ(p.copies.size(), 4u) << p.source;
+    EXPECT_EQ(sharded.forward.tensor(p.copies[1]).name, graph::ShardName(1, p.source));
+    copied += graph::NumElements(sharded.forward.tensor(p.copies[0]).shape);
+  }
+  EXPECT_EQ(sharded.replicated_parameters.size(), 3u * (2 * 2 + 2));
+  EXPECT_EQ(sharded.forward.ParameterCount(), encoder.ParameterCount() + 3 * copied);
   const graph::Tensor& query = sharded.forward.tensor(
       sharded.forward.TensorByName(graph::ShardName(3, "l0/attention/query.weight")));
   EXPECT_THAT(query.shape, ElementsAre(8, 32));

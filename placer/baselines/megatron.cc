@@ -5,6 +5,7 @@
 #include <exception>
 #include <optional>
 
+#include "graph/tensor_parallel.h"
 #include "graph/training_step.h"
 #include "runtime/sim/simulator.h"
 
@@ -34,9 +35,22 @@ MegatronStep BuildMegatronStep(const graph::ForwardBuilder& build_forward, int64
   }
   const std::vector<std::string> replica_devices(device_names.begin(),
                                                  device_names.begin() + replicas);
+  // Every shard's copy of a parameter it repeats (a LayerNorm's, a row-parallel layer's bias)
+  // is tied to the others, in every replica, as data parallelism ties the replicas'.
+  auto copies = [&](const graph::Graph& replica) {
+    graph::TiedParameters ties;
+    if (!step.split) return ties;
+    for (const graph::ReplicatedParameter& p : step.split->replicated_parameters) {
+      std::vector<graph::TensorId>& group = ties.emplace_back();
+      for (int s = 0; s < tensor_ways; ++s) {
+        group.push_back(replica.TensorByName(graph::ShardName(s, p.source)));
+      }
+    }
+    return ties;
+  };
   graph::DataParallelGraph dp = graph::BuildDataParallel(
       sharded, batch, replica_devices, std::vector<double>(static_cast<size_t>(replicas), 1.0),
-      learning_rate);
+      learning_rate, {}, copies);
   step.graph = std::move(dp.graph);
   step.placement = std::move(dp.placement);
   step.placement.devices = device_names;
