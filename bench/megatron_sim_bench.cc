@@ -36,20 +36,30 @@ int main(int argc, char** argv) {
       if (line.find("left out") != std::string::npos) fmt::print("  {}\n", line);
     }
     fmt::print(
-        "| T | R | sums per replica | simulated step | peak memory per device (GiB) |\n"
-        "|---:|---:|---:|---:|---|\n");
+        "| T | R | sums per replica | simulated step | busy per device (ms) | copies (count, ms "
+        "of link time) | peak memory per device (GiB) |\n"
+        "|---:|---:|---:|---:|---|---|---|\n");
     for (size_t i = 0; i < result.trials.size(); ++i) {
       const baselines::MegatronTrial& t = result.trials[i];
-      std::vector<std::string> peaks;
+      std::vector<std::string> peaks, busy;
       for (const graph::DeviceStats& d : t.result.devices) {
         peaks.push_back(
             fmt::format("{:.2f}", static_cast<double>(d.peak_memory_bytes) / (1 << 30)));
+        busy.push_back(fmt::format("{:.1f}", d.busy_seconds * 1e3));
       }
-      fmt::print("| {} | {} | {} | {} | {} |\n", t.tensor_ways, t.replicas, t.partial_sums,
+      int copies = 0;
+      double link_seconds = 0;
+      for (const graph::TransferStats& c : t.result.transfers) {
+        if (c.from == "host") continue;  // the minibatch
+        copies += c.count;
+        link_seconds += c.seconds;
+      }
+      fmt::print("| {} | {} | {} | {} | {} | {}, {:.1f} | {} |\n", t.tensor_ways, t.replicas,
+                 t.partial_sums,
                  t.result.valid ? fmt::format("{:.2f} ms{}", t.result.step_seconds * 1e3,
                                               static_cast<int>(i) == result.best ? " (best)" : "")
                                 : "invalid: " + t.result.invalid_reason,
-                 fmt::join(peaks, " / "));
+                 fmt::join(busy, " / "), copies, link_seconds * 1e3, fmt::join(peaks, " / "));
     }
   }
   return 0;
