@@ -8,6 +8,7 @@
 #include "graph/ir.h"
 #include "graph/models.h"
 #include "graph/training_step.h"
+#include "graph/zoo.h"
 
 namespace placer::test_support {
 
@@ -26,6 +27,21 @@ inline graph::Graph BranchingForward(int64_t rows, int64_t normalizer) {
                                   .classes = 5,
                                   .loss_normalizer = normalizer,
                                   .training_step = false});
+}
+
+// A BERT-shaped encoder small enough for CPU workers: width 32, 4 heads, MLP 64, sequences of 8.
+inline graph::Graph SmallEncoderForward(int64_t rows, int64_t normalizer, int layers = 2) {
+  return graph::BuildTransformerEncoder({.batch_size = rows,
+                                         .seq_length = 8,
+                                         .layers = layers,
+                                         .hidden = 32,
+                                         .heads = 4,
+                                         .ffn = 64,
+                                         .vocab = 50,
+                                         .max_positions = 16,
+                                         .classes = 3,
+                                         .loss_normalizer = normalizer,
+                                         .training_step = false});
 }
 
 // The plain step of `batch` rows: the model's own forward builder, training step included.

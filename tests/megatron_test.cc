@@ -12,10 +12,10 @@
 
 #include "graph/step_names.h"
 #include "graph/training_step.h"
-#include "graph/zoo.h"
 #include "runtime/executor.h"
 #include "runtime/sim/cost_model.h"
 #include "runtime/tensor_parallel.h"
+#include "tests/forward_builders.h"
 #include "tests/support.h"
 #include "tests/torch_support.h"
 
@@ -28,17 +28,7 @@ using ::testing::HasSubstr;
 constexpr double kLearningRate = 0.2;
 
 graph::Graph Encoder(int64_t rows, int64_t normalizer) {
-  return graph::BuildTransformerEncoder({.batch_size = rows,
-                                         .seq_length = 8,
-                                         .layers = 2,
-                                         .hidden = 32,
-                                         .heads = 4,
-                                         .ffn = 64,
-                                         .vocab = 50,
-                                         .max_positions = 16,
-                                         .classes = 3,
-                                         .loss_normalizer = normalizer,
-                                         .training_step = false});
+  return test_support::SmallEncoderForward(rows, normalizer);
 }
 
 std::vector<std::string> Names(int count) {

@@ -18,6 +18,7 @@
 #include "graph/zoo.h"
 #include "runtime/executor.h"
 #include "runtime/tensor_parallel.h"
+#include "tests/forward_builders.h"
 #include "tests/support.h"
 #include "tests/torch_support.h"
 
@@ -41,18 +42,7 @@ graph::Graph Mlp() {
                                   .training_step = false});
 }
 
-graph::Graph Encoder(int layers = 2) {
-  return graph::BuildTransformerEncoder({.batch_size = 4,
-                                         .seq_length = 8,
-                                         .layers = layers,
-                                         .hidden = 32,
-                                         .heads = 4,
-                                         .ffn = 64,
-                                         .vocab = 50,
-                                         .max_positions = 16,
-                                         .classes = 3,
-                                         .training_step = false});
-}
+graph::Graph Encoder(int layers = 2) { return test_support::SmallEncoderForward(4, 0, layers); }
 
 // A GPT-style decoder as ONNX exports of LLaMA-family models give it: pre-normalisation, linear
 // layers as MatMul by a [in, out] parameter, a causal mask added to the scores, a SwiGLU MLP

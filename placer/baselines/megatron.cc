@@ -7,6 +7,7 @@
 
 #include "graph/tensor_parallel.h"
 #include "graph/training_step.h"
+#include "placer/baselines/problem.h"
 #include "runtime/sim/simulator.h"
 
 namespace placer::baselines {
@@ -103,14 +104,8 @@ MegatronBaselineResult MegatronBaseline(const graph::ForwardBuilder& build_forwa
                     trial.result.valid ? fmt::format("{:.3f} ms", trial.result.step_seconds * 1e3)
                                        : trial.result.invalid_reason));
     outcome.trials.push_back(std::move(trial));
-    const MegatronTrial& added = outcome.trials.back();
-    if (added.result.valid &&
-        (outcome.best < 0 ||
-         added.result.step_seconds <
-             outcome.trials[static_cast<size_t>(outcome.best)].result.step_seconds)) {
-      outcome.best = static_cast<int>(outcome.trials.size()) - 1;
-    }
   }
+  outcome.best = FastestValid(outcome.trials);
   return outcome;
 }
 

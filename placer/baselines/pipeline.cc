@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "graph/micro_batches.h"
+#include "placer/baselines/problem.h"
 #include "runtime/sim/simulator.h"
 
 namespace placer::baselines {
@@ -190,16 +191,10 @@ PipelineBaselineResult PipelineBaseline(const graph::Graph& base,
         step.placement.schedule = schedule;
         trial.result = simulator.ToEvaluationResult(simulator.Simulate(step.placement));
         outcome.trials.push_back(std::move(trial));
-        const PipelineTrial& added = outcome.trials.back();
-        if (added.result.valid &&
-            (outcome.best < 0 ||
-             added.result.step_seconds <
-                 outcome.trials[static_cast<size_t>(outcome.best)].result.step_seconds)) {
-          outcome.best = static_cast<int>(outcome.trials.size()) - 1;
-        }
       }
     }
   }
+  outcome.best = FastestValid(outcome.trials);
   return outcome;
 }
 

@@ -17,6 +17,22 @@
 
 namespace placer::baselines {
 
+// The index of the trial (anything with a graph::EvaluationResult `result`) whose valid step is
+// the shortest, the first of equals; -1 when none is valid. For the grids of the pipeline and
+// Megatron-style baselines.
+template <class Trial>
+int FastestValid(const std::vector<Trial>& trials) {
+  int best = -1;
+  for (size_t i = 0; i < trials.size(); ++i) {
+    if (trials[i].result.valid &&
+        (best < 0 ||
+         trials[i].result.step_seconds < trials[static_cast<size_t>(best)].result.step_seconds)) {
+      best = static_cast<int>(i);
+    }
+  }
+  return best;
+}
+
 // How the baselines count a group's memory against Device::memory_capacity (0 = unlimited).
 enum class MemoryModel : uint8_t {
   // The parameters its ops own and the forward values (activations) they write, plus a copy of each
