@@ -9,12 +9,15 @@
 #include <stdexcept>
 #include <string>
 
+#include "graph/autocast.h"
 #include "graph/ir.h"
 #include "graph/models.h"
+#include "graph/placement.h"
 #include "graph/training_step.h"
 #include "graph/zoo.h"
 #include "runtime/sim/cost_model.h"
 #include "runtime/sim/gemms.h"
+#include "runtime/sim/simulator.h"
 
 namespace placer::sim {
 namespace {
@@ -279,6 +282,64 @@ TEST(GpuKindsTest, MatmulsConvolutionsAndTheirBackwardOpsRunOnTensorCores) {
     const bool matmul_class =
         op.phase != graph::Phase::kUpdate && (forward.name == "conv" || forward.name == "fc");
     EXPECT_EQ(RunsOnTensorCores(g, op), matmul_class) << op.name;
+  }
+}
+
+// Automatic mixed precision stores what autocast keeps in 16 bits at half its fp32 bytes: a
+// Linear's output and a ReLU of it, not a LayerNorm's (autocast runs it in fp32), the loss, the
+// input, a weight or a weight's gradient; a value's gradient as the value. Simulated on two GPUs
+// under bf16, the copies between them (the ReLU's output forward, its gradient backward) move
+// half the bytes they move under fp32, and each GPU's peak memory is lower.
+TEST(GpuKindsTest, UnderAutocastTheSixteenBitValuesTakeAndMoveHalfTheirBytes) {
+  Graph g;
+  ModelBuilder b(g);
+  const TensorId x = b.Input("x", {8, 64});
+  const TensorId labels = b.Input("labels", {8}, graph::DType::kInt64, graph::TensorKind::kLabel);
+  const TensorId fc1 = b.Linear("fc1", x, 64, 0.1);
+  const TensorId relu = b.Relu("relu", fc1);
+  const TensorId norm = b.LayerNorm("norm", relu, 1e-5);
+  const TensorId fc2 = b.Linear("fc2", norm, 10, 0.1);
+  const TensorId loss = b.SoftmaxCrossEntropy("loss", fc2, labels);
+  graph::AppendBackwardAndUpdate(g, 0.1);
+  const std::vector<bool> half = graph::AutocastHalfWidth(g);
+  auto is_half = [&](TensorId t) { return static_cast<bool>(half[static_cast<size_t>(t)]); };
+  EXPECT_TRUE(is_half(fc1));
+  EXPECT_TRUE(is_half(relu));
+  EXPECT_TRUE(is_half(fc2));
+  for (TensorId t : {x, norm, loss}) EXPECT_FALSE(is_half(t)) << g.tensor(t).name;
+  EXPECT_TRUE(is_half(g.TensorByName(g.tensor(relu).name + ".grad@norm")));
+  for (TensorId t = 0; t < g.num_tensors(); ++t) {
+    const std::string& name = g.tensor(t).name;
+    if (name.starts_with("fc1.weight") || name.starts_with("fc2.weight")) {
+      EXPECT_FALSE(is_half(t)) << name;  // the master weight and its gradients stay fp32
+    }
+  }
+
+  const graph::DeviceSet gpus = {Cuda(0), Cuda(1)};
+  graph::Placement placement = graph::Placement::AllOn(g, {"cuda:0", "cuda:1"}, 0);
+  for (const char* op : {"norm", "fc2", "loss"}) {
+    placement.device_of_op[static_cast<size_t>(*g.FindOp(op))] = 1;
+  }
+  auto simulate = [&](Precision precision) {
+    const RooflineCostModel costs =
+        RooflineForGpuKinds({}, {.default_kind = "h100-sxm", .precision = precision});
+    const SimulationResult r = Simulator(g, gpus, costs).Simulate(placement);
+    EXPECT_TRUE(r.valid) << r.invalid_reason;
+    return r;
+  };
+  const SimulationResult fp32 = simulate(Precision::kFp32), bf16 = simulate(Precision::kBf16);
+  auto bytes = [](const SimulationResult& r, int from, int to) {
+    for (const ChannelStats& c : r.transfers) {
+      if (c.from == from && c.to == to) return c.bytes;
+    }
+    return int64_t{-1};
+  };
+  EXPECT_EQ(bytes(fp32, 0, 1), 8 * 64 * 4);
+  EXPECT_EQ(bytes(bf16, 0, 1), 8 * 64 * 2);
+  EXPECT_EQ(bytes(fp32, 1, 0), 8 * 64 * 4);
+  EXPECT_EQ(bytes(bf16, 1, 0), 8 * 64 * 2);
+  for (size_t d = 0; d < 2; ++d) {
+    EXPECT_LT(bf16.peak_memory_bytes[d], fp32.peak_memory_bytes[d]) << "cuda:" << d;
   }
 }
 

@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "graph/autocast.h"
 #include "graph/ops.h"
 #include "graph/placement.h"
 #include "runtime/sim/gemms.h"
@@ -195,16 +196,7 @@ LinkSpec RooflineCostModel::LinkOf(const Device* from, const Device& to) const {
 }
 
 bool RunsOnTensorCores(const graph::Graph& graph, const graph::Op& op) {
-  namespace t = graph::op_types;
-  const graph::Op& forward = op.phase == graph::Phase::kBackward && op.forward_op != graph::kNoOp
-                                 ? graph.op(op.forward_op)
-                                 : op;
-  if (forward.phase != graph::Phase::kForward) return false;  // an update: elementwise
-  for (const char* type : {t::kConv2d, t::kConvTranspose2d, t::kLinear, t::kMatMul, t::kEinsum,
-                           t::kLstmCell, t::kGruCell, t::kRnnCell}) {
-    if (forward.type == type) return true;
-  }
-  return false;
+  return graph::RunsInLowPrecision(graph, op);
 }
 
 namespace {
@@ -280,6 +272,10 @@ double RooflineCostModel::TransferSeconds(int64_t bytes, const Device* from,
   // CPU workers read the minibatch where it lies; only a GPU copies it in.
   if (from == nullptr && to.type == DeviceType::kCpu) return 0;
   return LinkOf(from, to).Seconds(bytes);
+}
+
+double RooflineCostModel::ActivationByteScale() const {
+  return options_.gpu.matmul_activation_byte_scale;
 }
 
 double RooflineCostModel::CollectiveHopSeconds(int64_t bytes, const Device& from,

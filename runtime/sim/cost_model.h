@@ -43,6 +43,11 @@ class CostModel {
     return TransferSeconds(bytes, &from, to);
   }
 
+  // The size, relative to fp32, of the values automatic mixed precision keeps in 16 bits
+  // (graph::AutocastHalfWidth): 0.5 under bf16 and fp16, 1 otherwise. The simulator stores and
+  // moves those values at this size.
+  virtual double ActivationByteScale() const { return 1; }
+
   // Seconds an op on `to` takes beyond its own time per byte of an input that crossed from `from`
   // (a device; never host memory): see LinkSpec::receive_seconds_per_byte.
   virtual double ReceiveSecondsPerByte(const graph::Device& /*from*/,
@@ -224,6 +229,8 @@ class RooflineCostModel : public CostModel {
                          const graph::Device& to) const override;
   double CollectiveHopSeconds(int64_t bytes, const graph::Device& from,
                               const graph::Device& to) const override;
+  // The GPUs' (one precision per simulation): options().gpu's matmul_activation_byte_scale.
+  double ActivationByteScale() const override;
   double ReceiveSecondsPerByte(const graph::Device& from, const graph::Device& to) const override;
 
  private:
@@ -304,6 +311,7 @@ class ProfiledCostModel : public CostModel {
                          const graph::Device& to) const override;
   double CollectiveHopSeconds(int64_t bytes, const graph::Device& from,
                               const graph::Device& to) const override;
+  double ActivationByteScale() const override { return fallback_.ActivationByteScale(); }
   double ReceiveSecondsPerByte(const graph::Device& from, const graph::Device& to) const override;
   double ContentionFactor(const graph::Device& device, int busy) const override;
 

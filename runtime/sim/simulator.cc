@@ -157,8 +157,8 @@ double Simulator::ReceiveSeconds(const Workspace& w, OpId op, int device) const 
   for (const TensorId t : step_.inputs(op)) {
     const int from = w.home[t];
     if (from == kHost || from == device) continue;
-    seconds +=
-        static_cast<double>(step_.bytes(t)) * receive_seconds_per_byte_[Channel(from, device)];
+    seconds += static_cast<double>(stored_bytes_[static_cast<size_t>(t)]) *
+               receive_seconds_per_byte_[Channel(from, device)];
   }
   return seconds;
 }
@@ -178,7 +178,7 @@ void Simulator::Allocate(Workspace& w, int device, int64_t bytes) const {
 // `t` becomes available on `device`: count its memory there and wake the readers waiting for it.
 void Simulator::Publish(Workspace& w, TensorId t, int device) const {
   const bool resident = step_.origin(t) == TensorOrigin::kParameter && w.home[t] == device;
-  if (!resident) Allocate(w, device, step_.bytes(t));
+  if (!resident) Allocate(w, device, stored_bytes_[static_cast<size_t>(t)]);
   int readers = 0;
   for (const OpId consumer : step_.consumers(t)) {
     if (w.device_of[consumer] != device) continue;
@@ -198,7 +198,7 @@ void Simulator::FreeInputsOf(Workspace& w, OpId op, int device) const {
   for (const TensorId t : step_.inputs(op)) {
     if (step_.origin(t) == TensorOrigin::kParameter && w.home[t] == device) continue;  // resident
     if (--w.uses_left[static_cast<size_t>(t) * num_devices_ + device] == 0) {
-      w.memory_now[device] -= step_.bytes(t);
+      w.memory_now[device] -= stored_bytes_[static_cast<size_t>(t)];
     }
   }
 }
@@ -352,7 +352,7 @@ void Simulator::Finish(Workspace& w, int device, double now) const {
   const CopyTask& copy = run.copy;
   ChannelStats& channel = w.channels[Channel(copy.from, copy.to)];
   channel.count += 1;
-  channel.bytes += step_.bytes(copy.tensor);
+  channel.bytes += stored_bytes_[static_cast<size_t>(copy.tensor)];
   channel.seconds += run.duration;
   if (w.record_trace) {
     w.trace[copy.from >= 0 ? copy.from : copy.to].push_back(

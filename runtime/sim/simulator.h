@@ -178,6 +178,9 @@ class Simulator {
   graph::StepGraph step_;
 
   std::vector<double> op_seconds_;  // [op * devices + device]
+  // tensor -> the bytes it takes and moves: its own, or under automatic mixed precision the
+  // 16-bit size of what autocast keeps in 16 bits (CostModel::ActivationByteScale)
+  std::vector<int64_t> stored_bytes_;
   // tensor -> index of its (size, collective hop or not) among the distinct pairs
   std::vector<int> size_class_;
   std::vector<double> transfer_seconds_;          // [size class * channels + channel]

@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "graph/autocast.h"
 #include "graph/training_step.h"
 #include "runtime/sim/simulator.h"
 
@@ -45,6 +46,24 @@ void Simulator::TabulateCosts(const CostModel& cost_model) {
     }
   }
 
+  // Under automatic mixed precision the values autocast keeps in 16 bits take and move half
+  // their fp32 bytes.
+  const double scale = cost_model.ActivationByteScale();
+  if (!(scale > 0) || scale > 1) {
+    throw std::invalid_argument(
+        fmt::format("the cost model's activation byte scale must be in (0, 1], not {}", scale));
+  }
+  stored_bytes_.resize(static_cast<size_t>(num_tensors_));
+  const std::vector<bool> half =
+      scale < 1 ? graph::AutocastHalfWidth(graph) : std::vector<bool>(stored_bytes_.size(), false);
+  for (TensorId t = 0; t < num_tensors_; ++t) {
+    const int64_t bytes = step_.bytes(t);
+    stored_bytes_[static_cast<size_t>(t)] =
+        half[static_cast<size_t>(t)]
+            ? static_cast<int64_t>(std::llround(static_cast<double>(bytes) * scale))
+            : bytes;
+  }
+
   // Transfer times depend on the size, and on whether the copy is a ring collective's hop
   // (graph::IsCollectiveHop: produced and read by ops of one), only; a graph has few of both.
   std::vector<bool> hop_op(static_cast<size_t>(num_ops_));
@@ -58,7 +77,7 @@ void Simulator::TabulateCosts(const CostModel& cost_model) {
     const bool hop = producer != graph::kNoOp && hop_op[static_cast<size_t>(producer)] &&
                      std::any_of(step_.consumers(t).begin(), step_.consumers(t).end(),
                                  [&](OpId c) { return hop_op[static_cast<size_t>(c)]; });
-    const std::pair<int64_t, bool> key{step_.bytes(t), hop};
+    const std::pair<int64_t, bool> key{stored_bytes_[static_cast<size_t>(t)], hop};
     auto [it, inserted] = class_of.try_emplace(key, static_cast<int>(classes.size()));
     if (inserted) classes.push_back(key);
     size_class_[t] = it->second;
