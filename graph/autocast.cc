@@ -25,8 +25,10 @@ namespace {
 // Forward ops that keep their input's dtype: pointwise arithmetic, and moving values around.
 bool KeepsDtype(const Op& op) {
   namespace t = op_types;
-  for (const char* type :
-       {t::kReshape, t::kTranspose, t::kSlice, t::kConcat, t::kSplit, t::kIdentity, t::kDropout}) {
+  // AddN: a forward sum of 16-bit values (a tensor-parallel all-reduce's, which NCCL runs in the
+  // values' dtype) stays 16-bit.
+  for (const char* type : {t::kReshape, t::kTranspose, t::kSlice, t::kConcat, t::kSplit,
+                           t::kIdentity, t::kDropout, t::kAddN}) {
     if (op.type == type) return true;
   }
   return IsElementwise(op.type);

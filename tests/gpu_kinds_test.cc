@@ -12,6 +12,7 @@
 #include "graph/autocast.h"
 #include "graph/ir.h"
 #include "graph/models.h"
+#include "graph/ops.h"
 #include "graph/placement.h"
 #include "graph/training_step.h"
 #include "graph/zoo.h"
@@ -299,13 +300,16 @@ TEST(GpuKindsTest, UnderAutocastTheSixteenBitValuesTakeAndMoveHalfTheirBytes) {
   const TensorId relu = b.Relu("relu", fc1);
   const TensorId norm = b.LayerNorm("norm", relu, 1e-5);
   const TensorId fc2 = b.Linear("fc2", norm, 10, 0.1);
-  const TensorId loss = b.SoftmaxCrossEntropy("loss", fc2, labels);
+  // A forward sum of two 16-bit values (a tensor-parallel all-reduce's hop) stays 16-bit.
+  const TensorId sum = b.Apply("sum", graph::op_types::kAddN, {fc2, fc2});
+  const TensorId loss = b.SoftmaxCrossEntropy("loss", sum, labels);
   graph::AppendBackwardAndUpdate(g, 0.1);
   const std::vector<bool> half = graph::AutocastHalfWidth(g);
   auto is_half = [&](TensorId t) { return static_cast<bool>(half[static_cast<size_t>(t)]); };
   EXPECT_TRUE(is_half(fc1));
   EXPECT_TRUE(is_half(relu));
   EXPECT_TRUE(is_half(fc2));
+  EXPECT_TRUE(is_half(sum));
   for (TensorId t : {x, norm, loss}) EXPECT_FALSE(is_half(t)) << g.tensor(t).name;
   EXPECT_TRUE(is_half(g.TensorByName(g.tensor(relu).name + ".grad@norm")));
   for (TensorId t = 0; t < g.num_tensors(); ++t) {
@@ -317,7 +321,7 @@ TEST(GpuKindsTest, UnderAutocastTheSixteenBitValuesTakeAndMoveHalfTheirBytes) {
 
   const graph::DeviceSet gpus = {Cuda(0), Cuda(1)};
   graph::Placement placement = graph::Placement::AllOn(g, {"cuda:0", "cuda:1"}, 0);
-  for (const char* op : {"norm", "fc2", "loss"}) {
+  for (const char* op : {"norm", "fc2", "sum", "loss"}) {
     placement.device_of_op[static_cast<size_t>(*g.FindOp(op))] = 1;
   }
   auto simulate = [&](Precision precision) {
