@@ -529,6 +529,32 @@ TEST(CliTest, CompareHasAMegatronStyleRowOverTheTensorTimesDataParallelGrid) {
                             "blocks split [24] ways)"));
 }
 
+// A grid row outside the search's space that beats the answer is said beside the verdict: here
+// the search may not replicate (search.replicas: [1]), and the Megatron grid's data-parallel
+// shape is faster than any single-replica placement of this compute-heavy encoder.
+TEST(CliTest, CompareSaysWhenAGridRowOutsideTheSearchsSpaceBeatsTheAnswer) {
+  const auto dir = SuiteDir() / "compare_megatron_faster";
+  const std::string config = WriteTemp(
+      "compare_megatron_faster.yaml",
+      "model: {builtin: transformer, batch_size: 64, transformer: {layers: 2, hidden: 1024, "
+      "heads: 8, ffn: 4096, seq_length: 128, vocab: 100, max_positions: 128}}\n"
+      "devices: [cuda:0, cuda:1, cuda:2, cuda:3]\n"
+      "search: {evaluator: simulated, max_evaluations: 4, policy: false, refinement_rounds: 1, "
+      "replicas: [1]}\n"
+      "simulation: {gpu_link: nvlink}\noutput: {directory: " +
+          dir.string() + "}\n");
+  Result r = RunPlacer("compare --config " + config);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, ::testing::ContainsRegex(
+                            "\nfaster than the answer, outside the search's space \\(not judged "
+                            "side by side\\): Megatron-style \\(TP 1 x DP 4\\), [0-9.]+ ms "
+                            "against [0-9.]+ ms \\(0\\.[0-9]+\\)\n"))
+      << r.output;
+  std::ifstream md(dir / "report.md");
+  const std::string text((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, HasSubstr("faster than the answer, outside the search's space"));
+}
+
 // Under a measured judge the pipeline baseline has its row too: its contiguous stages at the
 // search's micro-batch count and schedule that measured fastest side by side, with each device's
 // peak memory (only pipelines fit these devices, and of them only 1F1B with 8 micro-batches).
