@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "graph/ops.h"
+#include "graph/ring_all_reduce.h"
 #include "graph/step_names.h"
 #include "graph/training_step.h"
 
@@ -417,80 +418,44 @@ class Sharder {
     return cut_[key] = pieces;
   }
 
-  // A ring all-reduce of the shards' partial sums as forward ops, NCCL's bandwidth-optimal
-  // schedule: each partial cut into `ways` chunks along its longest axis; chunk j summed hop by
-  // hop around the ring to shard j (reduce-scatter), then passed on hop by hop to every shard
-  // (all-gather); each shard concatenates the chunks. Every shard sends 2 (T - 1) chunks of about
-  // 1/T of the tensor to its successor. Its derived backward is the reverse ring: Megatron's
-  // backward all-reduce. Returns each shard's sum, named "tp<s>/<op's output><suffix>".
+  // A ring all-reduce of the shards' partial sums as forward ops (graph/ring_all_reduce.h's
+  // schedule), cut along their longest axis. Its derived backward is the reverse ring:
+  // Megatron's backward all-reduce. Returns each shard's sum, named "tp<s>/<op's output><suffix>".
   std::vector<TensorId> AllReduce(const std::vector<TensorId>& partials, const std::string& op_name,
                                   const std::string& suffix, OpId source) {
-    const Graph& g = result_.forward;
-    const Shape shape = g.tensor(partials[0]).shape;
+    const Shape shape = result_.forward.tensor(partials[0]).shape;
     const int axis = static_cast<int>(std::max_element(shape.begin(), shape.end()) - shape.begin());
-    const auto members = static_cast<size_t>(ways_);
-    const auto chunks =
-        static_cast<size_t>(std::min<int64_t>(ways_, shape[static_cast<size_t>(axis)]));
-    std::vector<int64_t> sizes(chunks,
-                               shape[static_cast<size_t>(axis)] / static_cast<int64_t>(chunks));
-    for (size_t j = 0;
-         j < static_cast<size_t>(shape[static_cast<size_t>(axis)] % static_cast<int64_t>(chunks));
-         ++j)
-      ++sizes[j];
     const std::string output = T(model_.op(source).outputs[0]).name;
     auto name = [&](size_t m, const std::string& what) {
       return ShardName(static_cast<int>(m), fmt::format("{}/allreduce/{}", op_name, what));
     };
+    auto sum_name = [&](size_t m) { return ShardName(static_cast<int>(m), output + suffix); };
     auto add = [&](size_t m, Op op, const std::vector<std::string>& outputs) {
-      op.attrs.Set(std::string(kCollectiveHop), int64_t{1});
       return result_.forward.op(Add(std::move(op), outputs, static_cast<int>(m), source)).outputs;
     };
-    std::vector<std::vector<TensorId>> pieces(members);  // [member][chunk]
-    for (size_t m = 0; m < members; ++m) {
-      if (chunks == 1) {
-        pieces[m] = {partials[m]};
-        continue;
+    std::vector<TensorId> sums = RingAllReduce(result_.forward, partials, axis, [&](RingOp r) {
+      std::vector<std::string> outputs = {name(r.member, r.step)};
+      if (r.step == "split") {
+        outputs.clear();
+        const size_t chunks = r.attrs.GetInts("sizes").size();
+        for (size_t j = 0; j < chunks; ++j)
+          outputs.push_back(name(r.member, fmt::format("chunk{}", j)));
+      } else if (r.step == "concat") {
+        outputs = {sum_name(r.member)};
       }
-      Op split{.name = name(m, "split"), .type = op_types::kSplit, .inputs = {partials[m]}};
-      split.attrs.Set("axis", int64_t{axis});
-      split.attrs.Set("sizes", sizes);
-      std::vector<std::string> names;
-      for (size_t j = 0; j < chunks; ++j) names.push_back(name(m, fmt::format("chunk{}", j)));
-      pieces[m] = add(m, std::move(split), names);
-    }
-    for (size_t j = 0; j < chunks; ++j) {
-      TensorId partial = pieces[(j + 1) % members][j];
-      for (size_t hop = 2; hop <= members; ++hop) {
-        const size_t m = (j + hop) % members;
-        const std::string what = fmt::format("reduce{}", j);
-        partial = add(
-            m,
-            Op{.name = name(m, what), .type = op_types::kAddN, .inputs = {partial, pieces[m][j]}},
-            {name(m, what)})[0];
-      }
-      pieces[j][j] = partial;
-      for (size_t hop = 1; hop < members; ++hop) {
-        const size_t m = (j + hop) % members;
-        const std::string what = fmt::format("gather{}", j);
-        pieces[m][j] = add(m,
-                           Op{.name = name(m, what),
-                              .type = op_types::kIdentity,
-                              .inputs = {pieces[(m + members - 1) % members][j]}},
-                           {name(m, what)})[0];
-      }
-    }
-    std::vector<TensorId> sums(members);
-    for (size_t m = 0; m < members; ++m) {
-      const std::string sum_name = ShardName(static_cast<int>(m), output + suffix);
-      if (chunks == 1) {
-        sums[m] = add(
-            m, Op{.name = name(m, "sum"), .type = op_types::kIdentity, .inputs = {pieces[m][0]}},
-            {sum_name})[0];
-        continue;
-      }
-      Op concat{.name = name(m, "concat"), .type = op_types::kConcat, .inputs = pieces[m]};
-      concat.attrs.Set("axis", int64_t{axis});
-      sums[m] = add(m, std::move(concat), {sum_name})[0];
+      return add(r.member,
+                 Op{.name = name(r.member, r.step),
+                    .type = r.type,
+                    .inputs = std::move(r.inputs),
+                    .attrs = std::move(r.attrs)},
+                 outputs);
+    });
+    // In one chunk there is no concat to name the sum: an identity does.
+    for (size_t m = 0; m < sums.size(); ++m) {
+      if (result_.forward.tensor(sums[m]).name == sum_name(m)) continue;
+      Op identity{.name = name(m, "sum"), .type = op_types::kIdentity, .inputs = {sums[m]}};
+      identity.attrs.Set(std::string(kCollectiveHop), int64_t{1});
+      sums[m] = add(m, std::move(identity), {sum_name(m)})[0];
     }
     return sums;
   }

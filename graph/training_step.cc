@@ -6,6 +6,7 @@
 #include <map>
 
 #include "graph/ops.h"
+#include "graph/ring_all_reduce.h"
 #include "graph/step_names.h"
 
 namespace placer::graph {
@@ -49,71 +50,19 @@ std::vector<TensorId> AddGradientOp(Graph& graph, const std::string& name, const
   return graph.op(graph.num_ops() - 1).outputs;
 }
 
-// A ring all-reduce of flat gradients `flat[m]` ([n] each, one per replica in ring order), as
-// graph ops running with `owner[m]`: every gradient is cut into chunks; chunk j is summed hop by
-// hop along the ring, ending on member j (reduce-scatter), then passed on hop by hop until every
-// member holds it (all-gather); each member concatenates the summed chunks. Each member sends
-// 2 (R - 1) chunks of about 1/R of the gradient, all to its successor: the bandwidth-optimal
-// schedule NCCL uses. Returns the summed flat gradient per member; op names start with base[m].
-// Every op is tagged with `bucket` and its member (kAllReduceBucket, kAllReduceMember).
-std::vector<TensorId> RingAllReduce(Graph& graph, const std::vector<OpId>& owner,
-                                    const std::vector<std::string>& base,
-                                    const std::vector<TensorId>& flat, int64_t bucket) {
-  auto tagged = [bucket](Attributes attrs, size_t member) {
-    attrs.Set(std::string(kAllReduceBucket), bucket);
-    attrs.Set(std::string(kAllReduceMember), static_cast<int64_t>(member));
-    attrs.Set(std::string(kCollectiveHop), int64_t{1});
-    return attrs;
-  };
-  const size_t members = flat.size();
-  const int64_t elements = graph.tensor(flat[0]).shape.at(0);
-  const auto chunks =
-      static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(members), elements));
-  std::vector<int64_t> sizes(chunks, elements / static_cast<int64_t>(chunks));
-  for (size_t j = 0; j < static_cast<size_t>(elements % static_cast<int64_t>(chunks)); ++j) {
-    ++sizes[j];
-  }
-  // pieces[m][j]: member m's value of chunk j (its own gradient's, then partial or full sums).
-  std::vector<std::vector<TensorId>> pieces(members);
-  for (size_t m = 0; m < members; ++m) {
-    if (chunks == 1) {
-      pieces[m] = {flat[m]};
-      continue;
-    }
-    Attributes split;
-    split.Set("axis", int64_t{0});
-    split.Set("sizes", sizes);
-    pieces[m] = AddGradientOp(graph, base[m] + "/split", op_types::kSplit, {flat[m]},
-                              tagged(split, m), owner[m]);
-  }
-  for (size_t j = 0; j < chunks; ++j) {
-    // Reduce-scatter: from member j + 1 around the ring to member j.
-    TensorId partial = pieces[(j + 1) % members][j];
-    for (size_t hop = 2; hop <= members; ++hop) {
-      const size_t m = (j + hop) % members;
-      partial = AddGradientOp(graph, fmt::format("{}/reduce{}", base[m], j), op_types::kAddN,
-                              {partial, pieces[m][j]}, tagged({}, m), owner[m])[0];
-    }
-    pieces[j][j] = partial;
-    // All-gather: from member j around the ring.
-    for (size_t hop = 1; hop < members; ++hop) {
-      const size_t m = (j + hop) % members;
-      pieces[m][j] =
-          AddGradientOp(graph, fmt::format("{}/gather{}", base[m], j), op_types::kIdentity,
-                        {pieces[(m + members - 1) % members][j]}, tagged({}, m), owner[m])[0];
-    }
-  }
-  std::vector<TensorId> summed(members);
-  for (size_t m = 0; m < members; ++m) {
-    summed[m] = pieces[m][0];
-    if (chunks > 1) {
-      Attributes concat;
-      concat.Set("axis", int64_t{0});
-      summed[m] = AddGradientOp(graph, base[m] + "/concat", op_types::kConcat, pieces[m],
-                                tagged(concat, m), owner[m])[0];
-    }
-  }
-  return summed;
+// A ring all-reduce of flat gradients `flat[m]` ([n] each, one per replica in ring order) as
+// backward-phase ops running with `owner[m]` (graph/ring_all_reduce.h's schedule). Returns the
+// summed flat gradient per member; op names start with base[m]. Every op is tagged with `bucket`
+// and its member (kAllReduceBucket, kAllReduceMember).
+std::vector<TensorId> BucketRing(Graph& graph, const std::vector<OpId>& owner,
+                                 const std::vector<std::string>& base,
+                                 const std::vector<TensorId>& flat, int64_t bucket) {
+  return RingAllReduce(graph, flat, 0, [&](RingOp op) {
+    op.attrs.Set(std::string(kAllReduceBucket), bucket);
+    op.attrs.Set(std::string(kAllReduceMember), static_cast<int64_t>(op.member));
+    return AddGradientOp(graph, base[op.member] + "/" + op.step, op.type, std::move(op.inputs),
+                         std::move(op.attrs), owner[op.member]);
+  });
 }
 
 // The tied parameter sets `rings` (each in replica order) in buckets of about `bucket_bytes`, in
@@ -186,7 +135,7 @@ std::map<TensorId, TensorId> BucketedAllReduce(Graph& graph,
             AddGradientOp(graph, base[m] + "/pack", op_types::kConcat, flats, concat, owner[m])[0];
       }
     }
-    const std::vector<TensorId> all = RingAllReduce(graph, owner, base, packed, bucket_index++);
+    const std::vector<TensorId> all = BucketRing(graph, owner, base, packed, bucket_index++);
     for (size_t m = 0; m < replicas; ++m) {
       std::vector<TensorId> parts = {all[m]};
       if (bucket.size() > 1) {
