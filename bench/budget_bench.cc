@@ -13,11 +13,16 @@
 // time over the seeds; then, per budget, each arm's geometric mean relative to refinement alone,
 // and the earned split against the better of refinement alone and the fixed split: win / tie /
 // loss with a 0.5% band, and its worst ratio.
+//
+// With BUDGET_BENCH_POLICY=FILE in the environment, the arms with the policy use the graph
+// network pretrained into FILE (search.policy_network: graph, search.policy_file: FILE) in place
+// of the default policy.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <sstream>
@@ -64,6 +69,10 @@ double BestWithin(const search::SearchProblem& problem, const Arm& arm, uint64_t
   o.use_policy = arm.policy;
   o.use_refinement = arm.refinement;
   o.budget_split = arm.split;
+  if (const char* file = std::getenv("BUDGET_BENCH_POLICY"); file != nullptr && arm.policy) {
+    o.policy.kind = search::PolicyKind::kGraph;
+    o.policy.pretrained_file = file;
+  }
   const search::SearchOutcome outcome = search::RunSearch(problem, o, nullptr);
   return outcome.found_valid ? outcome.best.seconds : kInfinity;
 }
