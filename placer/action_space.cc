@@ -94,12 +94,13 @@ std::vector<int> ActionSpace::DefaultMicroBatchCounts(int64_t batch, int64_t ste
 
 std::vector<ReplicatedPipeline> ActionSpace::DefaultReplicatedPipelines(
     const std::vector<int>& pipeline_replica_counts, const std::vector<int>& micro_batch_counts,
-    int64_t batch, int64_t step_ops) {
+    int64_t batch, int64_t step_ops, int num_devices) {
   std::vector<ReplicatedPipeline> pipelines;
   for (int r : pipeline_replica_counts) {
     for (int m : micro_batch_counts) {
       if (r > 1 && m > 1 && batch % (int64_t{r} * m) == 0 &&
-          int64_t{r} * m * step_ops <= kMaxPipelineOps) {
+          int64_t{r} * m * step_ops <= kMaxPipelineOps &&
+          (num_devices <= 0 || m <= DefaultMaxMicroBatches(num_devices / r))) {
         pipelines.push_back({r, m});
       }
     }

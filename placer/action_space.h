@@ -29,6 +29,7 @@
 // Torch-free.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -102,16 +103,23 @@ class ActionSpace {
   // 1, 2, 4, ... up to `max_count` that divide `batch` and whose M copies of a training step of
   // `step_ops` ops stay within kMaxPipelineOps: each M is a step built and simulated in the
   // search's planning time (NMT with 8 layers, 52k ops, gets M <= 2: with M = 4 as well, its
-  // 209k-op step overran the 60-s budget, bench/RESULTS.md). The search's default is max_count 8.
+  // 209k-op step overran the 60-s budget, bench/RESULTS.md). The search's max_count is
+  // DefaultMaxMicroBatches.
   static constexpr int64_t kMaxPipelineOps = 120'000;
   static std::vector<int> DefaultMicroBatchCounts(int64_t batch, int64_t step_ops,
                                                   int max_count = 8);
+  // 8, or the device count where it is larger: a pipeline over D stages idles (D - 1) / (M + D - 1)
+  // of its step under GPipe, so a deep one wants M of about D (BERT-large on 2 x 8 GPUs: 16 stages
+  // at M = 16 were 11% faster than the best 8-micro-batch answer, bench/RESULTS.md).
+  static int DefaultMaxMicroBatches(int num_devices) { return std::max(8, num_devices); }
   // Every R of `pipeline_replica_counts` above 1 with every M > 1 of `micro_batch_counts` whose
-  // R x M equal micro-batches split `batch` and whose R x M copies of the step stay within
-  // kMaxPipelineOps.
+  // R x M equal micro-batches split `batch`, whose R x M copies of the step stay within
+  // kMaxPipelineOps and, given `num_devices`, with M at most DefaultMaxMicroBatches(num_devices /
+  // R): each pipeline spans D / R devices and wants no more micro-batches than a one-replica
+  // pipeline over that many (on 32 devices, R = 4 keeps M <= 8).
   static std::vector<ReplicatedPipeline> DefaultReplicatedPipelines(
       const std::vector<int>& pipeline_replica_counts, const std::vector<int>& micro_batch_counts,
-      int64_t batch, int64_t step_ops);
+      int64_t batch, int64_t step_ops, int num_devices = 0);
   // The replica counts whose replicas may be pipelines by default: those of `replica_counts`
   // from 2 up to half the devices (every pipeline has at least two stages).
   static std::vector<int> DefaultPipelineReplicaCounts(int num_devices,

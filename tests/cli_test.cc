@@ -1,4 +1,5 @@
 // The real `placer` binary: subcommands, exit codes and messages a user sees.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -248,6 +249,34 @@ TEST(CliTest, EvaluateSimulatesAClusterLargerThanTheMachineAndWritesItsTrace) {
   std::ifstream in(trace);
   const std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_THAT(json, AllOf(HasSubstr("traceEvents"), HasSubstr("conv1"), HasSubstr("cuda:0")));
+}
+
+// The default micro-batch counts reach the device count where it is above 8, so that a pipeline
+// over 16 simulated GPUs can have 16 micro-batches (ActionSpace::DefaultMaxMicroBatches); two
+// replicated pipelines over 8 devices each keep to 8; 8 devices keep 1, 2, 4, 8.
+TEST(CliTest, SixteenSimulatedGpusSearchSixteenMicroBatches) {
+  auto search_on = [](int devices) {
+    std::string names;
+    for (int d = 0; d < devices; ++d) names += fmt::format("{}cuda:{}", d ? ", " : "", d);
+    const auto dir = SuiteDir() / fmt::format("micro_batches_{}", devices);
+    return RunPlacer("search --config " +
+                     WriteTemp(fmt::format("micro_batches_{}.yaml", devices),
+                               "model: {builtin: lenet, batch_size: 64}\n"
+                               "devices: [" +
+                                   names +
+                                   "]\n"
+                                   "search: {evaluator: simulated, max_evaluations: 200}\n"
+                                   "output: {directory: " +
+                                   dir.string() + "}\n"));
+  };
+  const Result sixteen = search_on(16);
+  ASSERT_EQ(sixteen.exit_code, 0) << sixteen.output;
+  EXPECT_THAT(sixteen.output, AllOf(HasSubstr("micro-batch counts 1/2/4/8/16,"),
+                                    HasSubstr("of 1 replica in 2/4/8/16 micro-batches"),
+                                    HasSubstr("replicated pipelines 2x2/2x4/2x8/4x2/")));
+  const Result eight = search_on(8);
+  ASSERT_EQ(eight.exit_code, 0) << eight.output;
+  EXPECT_THAT(eight.output, HasSubstr("micro-batch counts 1/2/4/8,"));
 }
 
 // `placer predict`: the simulator's numbers for GPUs of any kind, without measuring: the same

@@ -69,6 +69,11 @@ TEST(ActionSpaceTest, ReplicatedPipelinesAreShapesAfterTheOneReplicaPipelines) {
   EXPECT_EQ(ActionSpace::DefaultReplicatedPipelines({2, 4}, {1, 2, 4, 8}, 16, 10'000),
             (std::vector<ReplicatedPipeline>{{2, 2}, {2, 4}, {4, 2}}))
       << "R x M must divide the batch, and R x M x 10k ops stay within 120k";
+  // On 32 devices the one-replica pipelines reach M = 32; a replica's pipeline over D / R devices
+  // keeps to M <= max(8, D / R).
+  EXPECT_EQ(
+      ActionSpace::DefaultReplicatedPipelines({2, 4}, {1, 2, 4, 8, 16, 32}, 256, 100, 32),
+      (std::vector<ReplicatedPipeline>{{2, 2}, {2, 4}, {2, 8}, {2, 16}, {4, 2}, {4, 4}, {4, 8}}));
 }
 
 constexpr double kLearningRate = 0.2;

@@ -119,8 +119,9 @@ struct SearchConfig {
   // ... up to the number of devices, and that number.
   std::vector<int> replicas;
   // search.micro_batches: the micro-batch counts searched with one replica (pipelines under GPipe
-  // and 1F1B); empty: 1, 2, 4, 8 that divide the batch and keep M copies of the step within 120k
-  // ops (search::ActionSpace::kMaxPipelineOps); [1]: no pipelines.
+  // and 1F1B); empty: 1, 2, 4, 8 (up to the device count, where more than 8) that divide the batch
+  // and keep M copies of the step within 120k ops (search::ActionSpace::kMaxPipelineOps); [1]: no
+  // pipelines.
   std::vector<int> micro_batches;
   // search.pipeline_replicas: the replica counts whose replicas may also be pipelines (R replicas
   // x M micro-batches, each M of micro_batches above 1); absent: the replica counts from 2 up to

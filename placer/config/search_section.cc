@@ -33,15 +33,17 @@ void SearchConfig::Fields(search::OptionVisitor& v) {
            "replica counts searched: the minibatch is split evenly over R replicas whose "
            "gradients are all-reduced (as DDP)");
   v.Constraint("replicas", "at most the device count and the batch");
-  v.Counts("micro_batches", micro_batches, "micro-batch counts, e.g. [1, 2, 4, 8]",
-           "1, 2, 4, 8 that divide the batch, within 120k ops of M copies of the step",
-           "micro-batch counts searched with one replica: the minibatch cut into M micro-batches "
-           "run as a pipeline under GPipe or 1F1B (the groups' devices are the stages)");
+  v.Counts(
+      "micro_batches", micro_batches, "micro-batch counts, e.g. [1, 2, 4, 8]",
+      "1, 2, 4, 8 (up to the device count, where more than 8) that divide the batch, within 120k "
+      "ops of M copies of the step",
+      "micro-batch counts searched with one replica: the minibatch cut into M micro-batches "
+      "run as a pipeline under GPipe or 1F1B (the groups' devices are the stages)");
   v.Constraint("micro_batches", "dividing the batch");
   v.Counts("pipeline_replicas", pipeline_replicas, "replica counts, e.g. [2, 4]",
            "the replica counts of `replicas` from 2 up to half the devices, each with every "
            "micro-batch count above 1 for which R x M divides the batch and R x M copies of the "
-           "step stay within 120k ops",
+           "step stay within 120k ops (with the default micro-batch counts, M at most 8 or D / R)",
            "replica counts whose replicas may also be pipelines: R replicas, each on 1/R of the "
            "minibatch in M micro-batches of its own, under GPipe or 1F1B, the all-reduce after "
            "the last micro-batch (stages on width-R options give R pipelines side by side, data "

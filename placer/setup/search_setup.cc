@@ -102,9 +102,11 @@ std::vector<search::ReplicatedPipeline> ReplicatedPipelinesFor(
     const config::Config& config, const std::vector<int>& replica_counts,
     const std::vector<int>& micro_batches, int devices, int64_t step_ops) {
   if (!config.search.pipeline_replicas) {
+    // The default micro-batch counts grow with the device count; each replica's pipeline spans
+    // fewer devices and keeps to its own share of them.
     return search::ActionSpace::DefaultReplicatedPipelines(
         search::ActionSpace::DefaultPipelineReplicaCounts(devices, replica_counts), micro_batches,
-        config.model.batch_size, step_ops);
+        config.model.batch_size, step_ops, config.search.micro_batches.empty() ? devices : 0);
   }
   std::vector<search::ReplicatedPipeline> pipelines;
   for (int r : *config.search.pipeline_replicas) {
@@ -357,7 +359,9 @@ std::unique_ptr<SearchSetup> BuildSearchSetup(const config::Config& config, std:
   // evaluation task carries M and the schedule; `placer worker` builds the same step).
   const std::vector<int> micro_batches =
       config.search.micro_batches.empty()
-          ? search::ActionSpace::DefaultMicroBatchCounts(config.model.batch_size, base.num_ops())
+          ? search::ActionSpace::DefaultMicroBatchCounts(
+                config.model.batch_size, base.num_ops(),
+                search::ActionSpace::DefaultMaxMicroBatches(devices))
           : config.search.micro_batches;
   const std::vector<search::ReplicatedPipeline> pipelines =
       ReplicatedPipelinesFor(config, wanted, micro_batches, devices, base.num_ops());
