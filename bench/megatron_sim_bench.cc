@@ -36,9 +36,9 @@ int main(int argc, char** argv) {
       if (line.find("left out") != std::string::npos) fmt::print("  {}\n", line);
     }
     fmt::print(
-        "| T | R | sums per replica | simulated step | busy per device (ms) | copies (count, ms "
-        "of link time) | peak memory per device (GiB) |\n"
-        "|---:|---:|---:|---:|---|---|---|\n");
+        "| T | P | M | R | sums per replica | simulated step | busy per device (ms) | copies "
+        "(count, ms of link time) | peak memory per device (GiB) |\n"
+        "|---:|---:|---:|---:|---:|---:|---|---|---|\n");
     for (size_t i = 0; i < result.trials.size(); ++i) {
       const baselines::MegatronTrial& t = result.trials[i];
       std::vector<std::string> peaks, busy;
@@ -54,8 +54,8 @@ int main(int argc, char** argv) {
         copies += c.count;
         link_seconds += c.seconds;
       }
-      fmt::print("| {} | {} | {} | {} | {} | {}, {:.1f} | {} |\n", t.tensor_ways, t.replicas,
-                 t.partial_sums,
+      fmt::print("| {} | {} | {} | {} | {} | {} | {} | {}, {:.1f} | {} |\n", t.tensor_ways,
+                 t.pipeline_stages, t.micro_batches, t.replicas, t.partial_sums,
                  t.result.valid ? fmt::format("{:.2f} ms{}", t.result.step_seconds * 1e3,
                                               static_cast<int>(i) == result.best ? " (best)" : "")
                                 : "invalid: " + t.result.invalid_reason,

@@ -142,10 +142,10 @@ MicroBatchedGraph BuildMicroBatched(const ForwardBuilder& build_forward, int64_t
   return result;
 }
 
-DataParallelGraph BuildReplicatedPipelines(const ForwardBuilder& build_forward, int64_t batch,
-                                           const std::vector<std::string>& devices,
-                                           int micro_batches, double learning_rate,
-                                           const AllReduceOptions& all_reduce) {
+DataParallelGraph BuildReplicatedPipelines(
+    const ForwardBuilder& build_forward, int64_t batch, const std::vector<std::string>& devices,
+    int micro_batches, double learning_rate, const AllReduceOptions& all_reduce,
+    const std::function<TiedParameters(const Graph& replica)>& ties_within) {
   const auto replicas = static_cast<int64_t>(devices.size());
   if (micro_batches < 1 || replicas < 1 || batch % (replicas * micro_batches) != 0) {
     throw GraphError(fmt::format(
@@ -156,7 +156,7 @@ DataParallelGraph BuildReplicatedPipelines(const ForwardBuilder& build_forward, 
   // One micro-batch is the plain data-parallel step, named as BuildDataParallel names it.
   DataParallelGraph result = BuildDataParallel(
       micro_batches > 1 ? MicroBatchedForward(build_forward, micro_batches) : build_forward, batch,
-      devices, std::vector<double>(devices.size(), 1.0), learning_rate, all_reduce);
+      devices, std::vector<double>(devices.size(), 1.0), learning_rate, all_reduce, ties_within);
   if (micro_batches > 1) {
     result.graph = AccumulateGradients(result.graph);
     result.graph.Validate();

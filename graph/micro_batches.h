@@ -10,6 +10,7 @@
 // sums are all-reduced once, after the last micro-batch (graph/data_parallel.h).
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,11 +46,12 @@ ForwardBuilder MicroBatchedForward(ForwardBuilder build_forward, int micro_batch
 // X is "r<r>/m<k>/X", its parameters "r<r>/<parameter>". Each replica sums its gradient
 // micro-batch by micro-batch, as the one-replica step does, and the replicas' sums are all-reduced
 // in buckets after the last micro-batch. M = 1 gives BuildDataParallel's step over equal shards.
+// `ties_within` ties copies of a parameter within a replica, as BuildDataParallel's does.
 // Throws GraphError when the batch does not split into R x M equal micro-batches.
-DataParallelGraph BuildReplicatedPipelines(const ForwardBuilder& build_forward, int64_t batch,
-                                           const std::vector<std::string>& devices,
-                                           int micro_batches, double learning_rate,
-                                           const AllReduceOptions& all_reduce = {});
+DataParallelGraph BuildReplicatedPipelines(
+    const ForwardBuilder& build_forward, int64_t batch, const std::vector<std::string>& devices,
+    int micro_batches, double learning_rate, const AllReduceOptions& all_reduce = {},
+    const std::function<TiedParameters(const Graph& replica)>& ties_within = nullptr);
 
 // k for a name "m<k>/<rest>" or "r<r>/m<k>/<rest>" (an op or tensor of micro-batch k), else
 // nullopt.

@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -49,8 +50,8 @@ TEST(MegatronTest, TensorTimesDataParallelStepsMatchOneDevice) {
   std::vector<double> losses;
   for (int step = 0; step < 2; ++step) losses.push_back(reference.RunStep(minibatch).loss);
 
-  const MegatronStep step =
-      BuildMegatronStep(Encoder, kBatch, kLearningRate, Names(kWays * kReplicas), kWays);
+  const MegatronStep step = BuildMegatronStep(Encoder, kBatch, kLearningRate,
+                                              Names(kWays * kReplicas), {.tensor_ways = kWays});
   ASSERT_TRUE(step.split.has_value());
   EXPECT_EQ(step.partial_sums, 2 * 2 + 1);  // attention and MLP per layer, and the pooler's
   // Shard s of replica r on device r T + s; the ops no split reaches on the replica's first.
@@ -112,6 +113,76 @@ TEST(MegatronTest, TensorTimesDataParallelStepsMatchOneDevice) {
   }
 }
 
+// T = 2 shards x P = 2 pipeline stages x R replicas of M micro-batches each under 1F1B, over
+// T P R CPU workers, placed as the baseline places them: two steps give one device's losses and
+// parameters; each replica's stages are contiguous in its op order and all used.
+void CheckPipelinedMatchesOneDevice(int64_t batch, int replicas, int micro_batches) {
+  constexpr int kWays = 2, kStages = 2;
+  graph::Graph plain = Encoder(batch, 0);
+  graph::AppendBackwardAndUpdate(plain, kLearningRate);
+  const runtime::TensorMap initial = runtime::InitializeParameters(plain, 7);
+  const runtime::TensorMap minibatch = runtime::SyntheticBatch(plain, 8);
+  runtime::Executor reference(plain, test_support::CpuWorkers(1),
+                              graph::Placement::AllOn(plain, {"cpu:0"}, 0), initial);
+  std::vector<double> losses;
+  for (int step = 0; step < 2; ++step) losses.push_back(reference.RunStep(minibatch).loss);
+
+  const int devices = kWays * kStages * replicas;
+  const MegatronStep step = BuildMegatronStep(
+      Encoder, batch, kLearningRate, Names(devices),
+      {.tensor_ways = kWays, .pipeline_stages = kStages, .micro_batches = micro_batches});
+  ASSERT_TRUE(step.split.has_value());
+  EXPECT_EQ(step.placement.micro_batches, micro_batches);
+  EXPECT_EQ(step.placement.schedule, graph::PipelineSchedule::kOneFOneB);
+  std::vector<int> last_stage(static_cast<size_t>(replicas * micro_batches), 0);
+  std::set<int> used;
+  for (graph::OpId id : step.graph.OpsInPhase(graph::Phase::kForward)) {
+    const std::string& name = step.graph.op(id).name;
+    const graph::StepName parsed = graph::ParseStepName(name);
+    const int device = step.placement.device_of_op[static_cast<size_t>(id)];
+    used.insert(device);
+    EXPECT_EQ(device % kWays, graph::ShardOfName(name).value_or(0)) << name;
+    EXPECT_EQ(device / (kWays * kStages), parsed.replica.value_or(0)) << name;
+    const int stage = device / kWays % kStages;
+    int& last = last_stage[static_cast<size_t>(parsed.replica.value_or(0) * micro_batches +
+                                               parsed.micro_batch.value_or(0))];
+    EXPECT_GE(stage, last) << name << ": stages are contiguous";
+    last = stage;
+  }
+  EXPECT_EQ(used.size(), static_cast<size_t>(devices));
+
+  const runtime::TensorMap sliced = runtime::ShardParameters(initial, *step.split);
+  runtime::TensorMap parameters, feeds;
+  for (int r = 0; r < replicas; ++r) {
+    for (const auto& [name, value] : sliced) parameters[graph::ReplicaName(r, name)] = value;
+    for (const auto& [name, value] : minibatch) {
+      const int64_t rows = batch / (replicas * micro_batches);
+      for (int k = 0; k < micro_batches; ++k) {
+        feeds[graph::ReplicaName(r, graph::MicroBatchName(k, name))] =
+            value.narrow(0, (r * micro_batches + k) * rows, rows);
+      }
+    }
+  }
+  runtime::Executor executor(step.graph, test_support::CpuWorkers(devices), step.placement,
+                             parameters);
+  for (int s = 0; s < 2; ++s) {
+    EXPECT_NEAR(executor.RunStep(feeds).loss, losses[static_cast<size_t>(s)], 1e-5) << "step " << s;
+  }
+  const runtime::TensorMap trained = executor.Parameters();
+  for (int r = 0; r < replicas; ++r) {
+    runtime::TensorMap replica;
+    for (const auto& [name, value] : sliced)
+      replica[name] = trained.at(graph::ReplicaName(r, name));
+    test_support::ExpectSameParameters(runtime::GatherParameters(replica, *step.split),
+                                       reference.Parameters(), fmt::format("replica {}", r), 1e-6);
+  }
+}
+
+TEST(MegatronTest, TensorTimesPipelineStepsMatchOneDevice) {
+  CheckPipelinedMatchesOneDevice(4, 1, 2);
+  CheckPipelinedMatchesOneDevice(8, 2, 4);
+}
+
 graph::DeviceSet Gpus(int count) {
   graph::DeviceSet gpus;
   for (int i = 0; i < count; ++i) {
@@ -121,39 +192,46 @@ graph::DeviceSet Gpus(int count) {
   return gpus;
 }
 
-std::vector<int> WaysTried(const MegatronBaselineResult& result) {
-  std::vector<int> ways;
-  for (const MegatronTrial& t : result.trials) ways.push_back(t.tensor_ways);
-  return ways;
+// Each trial's shape as "T<t>" or "T<t>P<p>M<m>".
+std::vector<std::string> ShapesTried(const MegatronBaselineResult& result) {
+  std::vector<std::string> shapes;
+  for (const MegatronTrial& t : result.trials) {
+    shapes.push_back(t.pipeline_stages == 1 ? fmt::format("T{}", t.tensor_ways)
+                                            : fmt::format("T{}P{}M{}", t.tensor_ways,
+                                                          t.pipeline_stages, t.micro_batches));
+  }
+  return shapes;
 }
 
-// T runs over the powers of two within a host, R = D / T; the fastest valid trial wins.
+// T runs over the powers of two within a host, and with T > 1 P over the powers of two whose
+// T x P stages fit, with M = P, 2P, 4P micro-batches; R = D / (T P); the fastest valid trial wins.
 TEST(MegatronTest, TheGridSplitsWithinAHostAndKeepsTheFastest) {
   const graph::DeviceSet gpus = Gpus(4);
   const sim::RooflineCostModel costs;
   std::vector<std::string> log;
   const MegatronBaselineResult one_host =
       MegatronBaseline(Encoder, 8, kLearningRate, gpus, costs, 0, 1'000'000, &log);
-  EXPECT_THAT(WaysTried(one_host), ElementsAre(1, 2, 4));
+  EXPECT_THAT(ShapesTried(one_host), ElementsAre("T1", "T2", "T2P2M2", "T2P2M4", "T2P2M8", "T4"));
   ASSERT_GE(one_host.best, 0);
   for (const MegatronTrial& t : one_host.trials) {
-    EXPECT_EQ(t.tensor_ways * t.replicas, 4);
+    EXPECT_EQ(t.tensor_ways * t.pipeline_stages * t.replicas, 4);
     EXPECT_EQ(t.partial_sums > 0, t.tensor_ways > 1);
     ASSERT_TRUE(t.result.valid) << t.result.invalid_reason;
     EXPECT_GE(t.result.step_seconds,
               one_host.trials[static_cast<size_t>(one_host.best)].result.step_seconds);
   }
-  EXPECT_EQ(log.size(), 3u);
+  EXPECT_EQ(log.size(), 6u);
 
+  // Tensor parallelism within a host of 2; pipeline stages across the hosts.
   const MegatronBaselineResult two_hosts =
       MegatronBaseline(Encoder, 8, kLearningRate, gpus, costs, 2, 1'000'000, nullptr);
-  EXPECT_THAT(WaysTried(two_hosts), ElementsAre(1, 2));
+  EXPECT_THAT(ShapesTried(two_hosts), ElementsAre("T1", "T2", "T2P2M2", "T2P2M4", "T2P2M8"));
 
   // 6 rows do not split over 4 replicas; a step over the op bound is left out; both said.
   log.clear();
   const MegatronBaselineResult odd =
       MegatronBaseline(Encoder, 6, kLearningRate, gpus, costs, 0, 1'000'000, &log);
-  EXPECT_THAT(WaysTried(odd), ElementsAre(2, 4));
+  EXPECT_THAT(ShapesTried(odd), ElementsAre("T2", "T2P2M2", "T4"));
   EXPECT_THAT(log.front(), HasSubstr("TP 1 x DP 4 left out: 6 rows do not split 4 ways"));
   log.clear();
   EXPECT_TRUE(MegatronBaseline(Encoder, 8, kLearningRate, gpus, costs, 0, 10, &log).trials.empty());

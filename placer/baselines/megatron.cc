@@ -2,9 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <exception>
+#include <map>
 #include <optional>
 
+#include "graph/micro_batches.h"
+#include "graph/step_names.h"
 #include "graph/tensor_parallel.h"
 #include "graph/training_step.h"
 #include "placer/baselines/problem.h"
@@ -12,17 +16,44 @@
 
 namespace placer::baselines {
 
+namespace {
+
+// The pipeline stage of each op of one replica's forward (its shards' ops included), by name:
+// contiguous in op order (a topological order), cut where the running work crosses k / P of it.
+std::map<std::string, int> StagesOf(const graph::Graph& forward, int stages, const OpWork& work) {
+  const std::vector<graph::OpId> ops = forward.OpsInPhase(graph::Phase::kForward);
+  std::vector<double> w;
+  double total = 0;
+  for (graph::OpId id : ops) total += w.emplace_back(work ? std::max(0.0, work(forward, id)) : 1.0);
+  std::map<std::string, int> stage_of;
+  double before = 0;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const double middle = total > 0 ? (before + w[i] / 2) / total : 0;
+    stage_of[forward.op(ops[i]).name] = std::min(stages - 1, static_cast<int>(stages * middle));
+    before += w[i];
+  }
+  return stage_of;
+}
+
+}  // namespace
+
 MegatronStep BuildMegatronStep(const graph::ForwardBuilder& build_forward, int64_t batch,
                                double learning_rate, const std::vector<std::string>& device_names,
-                               int tensor_ways) {
+                               const MegatronShape& shape, const OpWork& op_work) {
   const int num_devices = static_cast<int>(device_names.size());
-  const int replicas = num_devices / tensor_ways;
+  const int tensor_ways = shape.tensor_ways, stages = shape.pipeline_stages;
+  if (tensor_ways < 1 || stages < 1 || shape.micro_batches < 1 ||
+      num_devices % (tensor_ways * stages) != 0) {
+    throw graph::GraphError(fmt::format("TP {} x PP {} (M = {}) does not fit {} devices",
+                                        tensor_ways, stages, shape.micro_batches, num_devices));
+  }
+  const int replicas = num_devices / (tensor_ways * stages);
   MegatronStep step;
-  graph::ForwardBuilder sharded = build_forward;
   std::optional<std::vector<std::string>> starts;  // the same ops in every replica's shard
-  if (tensor_ways > 1) {
-    sharded = [&](int64_t rows, int64_t normalizer) {
-      graph::Graph forward = build_forward(rows, normalizer);
+  std::map<std::string, int> stage_of;             // of one replica's forward ops, by name
+  const graph::ForwardBuilder sharded = [&](int64_t rows, int64_t normalizer) {
+    graph::Graph forward = build_forward(rows, normalizer);
+    if (tensor_ways > 1) {
       if (!starts) starts = graph::MegatronColumnStarts(forward, tensor_ways);
       if (starts->empty()) {
         throw graph::GraphError(
@@ -31,9 +62,11 @@ MegatronStep BuildMegatronStep(const graph::ForwardBuilder& build_forward, int64
       graph::TensorParallelGraph split = graph::ShardTensorParallel(forward, *starts, tensor_ways);
       step.partial_sums = split.partial_sums;
       if (!step.split) step.split = split;
-      return std::move(split.forward);
-    };
-  }
+      forward = std::move(split.forward);
+    }
+    if (stage_of.empty()) stage_of = StagesOf(forward, stages, op_work);
+    return forward;
+  };
   const std::vector<std::string> replica_devices(device_names.begin(),
                                                  device_names.begin() + replicas);
   // Every shard's copy of a parameter it repeats (a LayerNorm's, a row-parallel layer's bias)
@@ -49,17 +82,22 @@ MegatronStep BuildMegatronStep(const graph::ForwardBuilder& build_forward, int64
     }
     return ties;
   };
-  graph::DataParallelGraph dp = graph::BuildDataParallel(
-      sharded, batch, replica_devices, std::vector<double>(static_cast<size_t>(replicas), 1.0),
-      learning_rate, {}, copies);
+  graph::DataParallelGraph dp = graph::BuildReplicatedPipelines(
+      sharded, batch, replica_devices, shape.micro_batches, learning_rate, {}, copies);
   step.graph = std::move(dp.graph);
   step.placement = std::move(dp.placement);
   step.placement.devices = device_names;
+  if (shape.micro_batches > 1) step.placement.schedule = graph::PipelineSchedule::kOneFOneB;
   for (graph::OpId id : step.graph.OpsInPhase(graph::Phase::kForward)) {
     const std::string& name = step.graph.op(id).name;
-    const int replica = graph::ParseStepName(name).replica.value_or(0);
+    const graph::StepName parsed = graph::ParseStepName(name);
+    const auto stage = stage_of.find(parsed.base);
+    if (stage == stage_of.end()) {
+      throw graph::GraphError(fmt::format("op '{}' of the Megatron-style step has no stage", name));
+    }
     step.placement.device_of_op[static_cast<size_t>(id)] =
-        replica * tensor_ways + graph::ShardOfName(name).value_or(0);
+        (parsed.replica.value_or(0) * stages + stage->second) * tensor_ways +
+        graph::ShardOfName(name).value_or(0);
   }
   return step;
 }
@@ -75,35 +113,57 @@ MegatronBaselineResult MegatronBaseline(const graph::ForwardBuilder& build_forwa
   auto say = [&](std::string line) {
     if (log != nullptr) log->push_back(std::move(line));
   };
-  for (int ways = 1; ways <= host && ways <= num_devices; ways *= 2) {
-    if (host % ways != 0 || num_devices % ways != 0) continue;
-    const int replicas = num_devices / ways;
-    if (batch % replicas != 0) {
-      say(fmt::format("Megatron-style: TP {} x DP {} left out: {} rows do not split {} ways", ways,
-                      replicas, batch, replicas));
-      continue;
+  const OpWork work = [&](const graph::Graph& forward, graph::OpId op) {
+    return costs.OpSeconds(forward, op, devices.front());
+  };
+  auto try_shape = [&](const MegatronShape& shape) {
+    const int replicas = num_devices / (shape.tensor_ways * shape.pipeline_stages);
+    const std::string name =
+        shape.pipeline_stages == 1
+            ? fmt::format("TP {} x DP {}", shape.tensor_ways, replicas)
+            : fmt::format("TP {} x PP {} x DP {} (M = {})", shape.tensor_ways,
+                          shape.pipeline_stages, replicas, shape.micro_batches);
+    if (batch % (int64_t{replicas} * shape.micro_batches) != 0) {
+      say(fmt::format("Megatron-style: {} left out: {} rows do not split {}", name, batch,
+                      shape.micro_batches == 1 ? fmt::format("{} ways", replicas)
+                                               : fmt::format("into {} x {} micro-batches", replicas,
+                                                             shape.micro_batches)));
+      return;
     }
     MegatronStep step;
     try {
-      step = BuildMegatronStep(build_forward, batch, learning_rate, names, ways);
+      step = BuildMegatronStep(build_forward, batch, learning_rate, names, shape, work);
     } catch (const std::exception& e) {
-      say(fmt::format("Megatron-style: TP {} x DP {} left out: {}", ways, replicas, e.what()));
-      continue;
+      say(fmt::format("Megatron-style: {} left out: {}", name, e.what()));
+      return;
     }
     if (step.graph.num_ops() > max_ops) {
-      say(fmt::format("Megatron-style: TP {} x DP {} left out: its {} ops are over {}", ways,
-                      replicas, step.graph.num_ops(), max_ops));
-      continue;
+      say(fmt::format("Megatron-style: {} left out: its {} ops are over {}", name,
+                      step.graph.num_ops(), max_ops));
+      return;
     }
     const sim::Simulator simulator(step.graph, devices, costs);
-    MegatronTrial trial{
-        .tensor_ways = ways, .replicas = replicas, .partial_sums = step.partial_sums};
+    MegatronTrial trial{.tensor_ways = shape.tensor_ways,
+                        .pipeline_stages = shape.pipeline_stages,
+                        .micro_batches = shape.micro_batches,
+                        .replicas = replicas,
+                        .partial_sums = step.partial_sums};
     trial.result = simulator.ToEvaluationResult(simulator.Simulate(step.placement));
-    say(fmt::format("Megatron-style: TP {} x DP {} ({} sums per replica): {}", ways, replicas,
-                    trial.partial_sums,
+    say(fmt::format("Megatron-style: {} ({} sums per replica): {}", name, trial.partial_sums,
                     trial.result.valid ? fmt::format("{:.3f} ms", trial.result.step_seconds * 1e3)
                                        : trial.result.invalid_reason));
     outcome.trials.push_back(std::move(trial));
+  };
+  for (int ways = 1; ways <= host && ways <= num_devices; ways *= 2) {
+    if (host % ways != 0 || num_devices % ways != 0) continue;
+    try_shape({.tensor_ways = ways});
+    // Pipelines of tensor-parallel stages (T = 1: the pipeline baseline's grid).
+    for (int stages = 2; ways > 1 && ways * stages <= num_devices; stages *= 2) {
+      if (num_devices % (ways * stages) != 0) continue;
+      for (int m : {stages, 2 * stages, 4 * stages}) {
+        try_shape({.tensor_ways = ways, .pipeline_stages = stages, .micro_batches = m});
+      }
+    }
   }
   outcome.best = FastestValid(outcome.trials);
   return outcome;

@@ -6,11 +6,15 @@
 // (embeddings, normalisation, residuals, the loss) on the replica's first device, where Megatron
 // repeats them on every shard; the replicas' gradients are all-reduced as data parallelism's
 // (graph::BuildDataParallel). T runs over 1, 2, 4, 8, ... within a host (T = 1 is plain data
-// parallelism), R = D / T; each shape is simulated and the fastest valid one wins. Pipelines are
-// not part of this grid (the pipeline baseline's row has DP x PP). Torch-free.
+// parallelism), and with T > 1 P = 1, 2, 4, ... pipeline stages, as Megatron-LM's
+// pipeline-model-parallel size: the replica's ops cut into P contiguous stages of about equal
+// work, stage p's shards on devices r P T + p T + s, its pipeline run in M = P, 2P, 4P
+// micro-batches under 1F1B; R = D / (T P). Each shape is simulated and the fastest valid one
+// wins. Torch-free.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,10 +28,19 @@
 
 namespace placer::baselines {
 
+// One shape of the grid.
+struct MegatronShape {
+  int tensor_ways = 1;      // T
+  int pipeline_stages = 1;  // P
+  int micro_batches = 1;    // M, each replica's pipeline's (1F1B)
+};
+
 struct MegatronTrial {
-  int tensor_ways = 1;   // T
-  int replicas = 1;      // R = D / T
-  int partial_sums = 0;  // per replica: the row-parallel layers' sums (Megatron's all-reduces)
+  int tensor_ways = 1;      // T
+  int pipeline_stages = 1;  // P
+  int micro_batches = 1;    // M
+  int replicas = 1;         // R = D / (T P)
+  int partial_sums = 0;     // per replica: the row-parallel layers' sums (Megatron's all-reduces)
   graph::EvaluationResult result;  // simulated; invalid when a device runs out of memory
 };
 
@@ -36,11 +49,15 @@ struct MegatronBaselineResult {
   int best = -1;  // index into trials of the fastest valid one; -1 if none
 };
 
-// The step of one shape of the grid and its placement over `device_names` (D of them, T dividing
-// D and R = D / T dividing `batch`). Throws graph::GraphError when the model has no linear pair
-// that splits T ways.
+// The work of one op of a replica's forward, to cut it into pipeline stages of equal work.
+using OpWork = std::function<double(const graph::Graph& forward, graph::OpId op)>;
+
+// The step of one shape of the grid and its placement over `device_names` (D of them, T P dividing
+// D and R = D / (T P) times M dividing `batch`). Stages are cut by `op_work` (each op 1 when
+// absent). Throws graph::GraphError when the model has no linear pair that splits T ways.
 struct MegatronStep {
-  graph::Graph graph;  // replica r's ops and tensors "r<r>/...", its shard s's "r<r>/tp<s>/..."
+  graph::Graph graph;  // replica r's ops and tensors "r<r>/...", its shard s's "r<r>/tp<s>/...",
+                       // micro-batch k's "r<r>/m<k>/..."
   graph::Placement placement;
   int partial_sums = 0;
   // One replica's split forward (at its share of the batch; the same parameters in every
@@ -49,12 +66,13 @@ struct MegatronStep {
 };
 MegatronStep BuildMegatronStep(const graph::ForwardBuilder& build_forward, int64_t batch,
                                double learning_rate, const std::vector<std::string>& device_names,
-                               int tensor_ways);
+                               const MegatronShape& shape, const OpWork& op_work = nullptr);
 
 // Every T = 1, 2, 4, ... that divides `devices_per_host` (0: all of `devices` are one host) and
-// the device count, with R = D / T dividing `batch`, simulated on `devices` with `costs`. A shape
-// that cannot be built (no pair splits T ways, a step over `max_ops` ops) is left out and said so
-// in `log`, which also gets one line per trial.
+// the device count, with T > 1 every P = 1, 2, 4, ... and M = P, 2P, 4P (M = 1 when P = 1) whose
+// R = D / (T P) replicas of M micro-batches split `batch`, simulated on `devices` with `costs`
+// (which also cut the stages). A shape that cannot be built (no pair splits T ways, a step over
+// `max_ops` ops) is left out and said so in `log`, which also gets one line per trial.
 MegatronBaselineResult MegatronBaseline(const graph::ForwardBuilder& build_forward, int64_t batch,
                                         double learning_rate, const graph::DeviceSet& devices,
                                         const sim::CostModel& costs, int devices_per_host,

@@ -219,7 +219,7 @@ search::ComparisonReport CompareMethods(const SearchSetup& setup,
     for (const std::string& line : pipeline.log) log << line << '\n';
     report.rows.push_back(std::move(pipeline.row));
     if (pipeline.picture) pipeline_picture = std::move(pipeline.picture);
-    // The Megatron-style row: tensor x data parallelism as a practitioner sets it by hand. Its
+    // The Megatron-style row: tensor x pipeline x data parallelism as a practitioner sets it. Its
     // sharded steps are simulated only (the executor runs them on CPU workers in tests; measuring
     // every shape afresh would cost minutes).
     MegatronRow megatron = MegatronRowFor(setup);

@@ -15,7 +15,7 @@ MegatronRow MegatronRowFor(const SearchSetup& setup) {
   MegatronRow out;
   search::ReportRow& row = out.row;
   row.kind = search::ReportRow::Kind::kBaseline;
-  row.method = "Megatron-style (tensor x data parallel)";
+  row.method = "Megatron-style (tensor x pipeline x data parallel)";
   // As the pipeline row's: the shapes' steps are built and simulated whole, and a bound on their
   // size keeps the row to seconds on the largest models.
   constexpr int64_t kMaxOps = 250'000;
@@ -32,13 +32,16 @@ MegatronRow MegatronRowFor(const SearchSetup& setup) {
   row.seconds_to_produce = clock.Seconds();
   row.evaluations = static_cast<int>(result.trials.size());
   if (result.best < 0) {
-    row.invalid_reason = result.trials.empty() ? "no tensor x data parallel shape to try"
+    row.invalid_reason = result.trials.empty() ? "no tensor x pipeline x data parallel shape to try"
                                                : result.trials.front().result.invalid_reason;
     return out;
   }
   const baselines::MegatronTrial& best = result.trials[static_cast<size_t>(result.best)];
   row.valid = true;
-  row.method = fmt::format("Megatron-style (TP {} x DP {})", best.tensor_ways, best.replicas);
+  row.method = best.pipeline_stages == 1
+                   ? fmt::format("Megatron-style (TP {} x DP {})", best.tensor_ways, best.replicas)
+                   : fmt::format("Megatron-style (TP {} x PP {} x DP {}, M = {})", best.tensor_ways,
+                                 best.pipeline_stages, best.replicas, best.micro_batches);
   row.step_seconds = best.result.step_seconds;
   for (const graph::DeviceStats& d : best.result.devices) {
     row.peak_memory_bytes.push_back(d.peak_memory_bytes);
@@ -50,8 +53,15 @@ MegatronRow MegatronRowFor(const SearchSetup& setup) {
           ? fmt::format("no layer split (data parallelism over {} devices)", best.replicas)
           : fmt::format(
                 "attention and MLP blocks split {} ways ({} row-parallel sums), the rest "
-                "on each replica's first device{}",
-                best.tensor_ways, best.partial_sums, replicas);
+                "on each {}'s first device{}{}",
+                best.tensor_ways, best.partial_sums,
+                best.pipeline_stages == 1 ? "replica" : "stage",
+                best.pipeline_stages == 1
+                    ? ""
+                    : fmt::format(
+                          "; {} pipeline stages of about equal work, {} micro-batches, 1f1b",
+                          best.pipeline_stages, best.micro_batches),
+                replicas);
   return out;
 }
 
