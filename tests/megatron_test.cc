@@ -36,20 +36,52 @@ std::vector<std::string> Names(int count) {
   return graph::DeviceNames(test_support::CpuWorkers(count));
 }
 
+// Two steps of `step` (R replicas of M micro-batches, from the model's parameters drawn from
+// `seed`) give the losses of two steps of the plain model on one device, and every replica's
+// shards put back together give its parameters. Returns the step's trained parameters.
+runtime::TensorMap ExpectTrainsAsOneDevice(const MegatronStep& step, int64_t batch, int replicas,
+                                           int micro_batches, uint32_t seed) {
+  graph::Graph plain = Encoder(batch, 0);
+  graph::AppendBackwardAndUpdate(plain, kLearningRate);
+  const runtime::TensorMap initial = runtime::InitializeParameters(plain, seed);
+  const runtime::TensorMap minibatch = runtime::SyntheticBatch(plain, seed + 1);
+  runtime::Executor reference(plain, test_support::CpuWorkers(1),
+                              graph::Placement::AllOn(plain, {"cpu:0"}, 0), initial);
+  const runtime::TensorMap sliced = runtime::ShardParameters(initial, *step.split);
+  runtime::TensorMap parameters, feeds;
+  const int64_t rows = batch / (replicas * micro_batches);
+  for (int r = 0; r < replicas; ++r) {
+    for (const auto& [name, value] : sliced) parameters[graph::ReplicaName(r, name)] = value;
+    for (const auto& [name, value] : minibatch) {
+      for (int k = 0; k < micro_batches; ++k) {
+        const std::string fed = micro_batches == 1 ? name : graph::MicroBatchName(k, name);
+        feeds[graph::ReplicaName(r, fed)] = value.narrow(0, (r * micro_batches + k) * rows, rows);
+      }
+    }
+  }
+  runtime::Executor executor(
+      step.graph, test_support::CpuWorkers(static_cast<int>(step.placement.devices.size())),
+      step.placement, parameters);
+  for (int s = 0; s < 2; ++s) {
+    EXPECT_NEAR(executor.RunStep(feeds).loss, reference.RunStep(minibatch).loss, 1e-5)
+        << "step " << s;
+  }
+  const runtime::TensorMap trained = executor.Parameters();
+  for (int r = 0; r < replicas; ++r) {
+    runtime::TensorMap replica;
+    for (const auto& [name, value] : sliced)
+      replica[name] = trained.at(graph::ReplicaName(r, name));
+    test_support::ExpectSameParameters(runtime::GatherParameters(replica, *step.split),
+                                       reference.Parameters(), fmt::format("replica {}", r), 1e-6);
+  }
+  return trained;
+}
+
 // T = 2 shards x R = 2 replicas over 4 CPU workers, placed as the baseline places them: two steps
 // give one device's losses, and every replica's shards put back together give its parameters.
 TEST(MegatronTest, TensorTimesDataParallelStepsMatchOneDevice) {
   constexpr int64_t kBatch = 4;
   constexpr int kWays = 2, kReplicas = 2;
-  graph::Graph plain = Encoder(kBatch, 0);
-  graph::AppendBackwardAndUpdate(plain, kLearningRate);
-  const runtime::TensorMap initial = runtime::InitializeParameters(plain, 5);
-  const runtime::TensorMap minibatch = runtime::SyntheticBatch(plain, 6);
-  runtime::Executor reference(plain, test_support::CpuWorkers(1),
-                              graph::Placement::AllOn(plain, {"cpu:0"}, 0), initial);
-  std::vector<double> losses;
-  for (int step = 0; step < 2; ++step) losses.push_back(reference.RunStep(minibatch).loss);
-
   const MegatronStep step = BuildMegatronStep(Encoder, kBatch, kLearningRate,
                                               Names(kWays * kReplicas), {.tensor_ways = kWays});
   ASSERT_TRUE(step.split.has_value());
@@ -80,27 +112,8 @@ TEST(MegatronTest, TensorTimesDataParallelStepsMatchOneDevice) {
     }
   }
   EXPECT_GT(packs, 0);
-  const runtime::TensorMap sliced = runtime::ShardParameters(initial, *step.split);
-  runtime::TensorMap parameters, feeds;
+  const runtime::TensorMap trained = ExpectTrainsAsOneDevice(step, kBatch, kReplicas, 1, 5);
   for (int r = 0; r < kReplicas; ++r) {
-    for (const auto& [name, value] : sliced) parameters[graph::ReplicaName(r, name)] = value;
-    for (const auto& [name, value] : minibatch) {
-      feeds[graph::ReplicaName(r, name)] =
-          value.narrow(0, r * kBatch / kReplicas, kBatch / kReplicas);
-    }
-  }
-  runtime::Executor executor(step.graph, test_support::CpuWorkers(kWays * kReplicas),
-                             step.placement, parameters);
-  for (int s = 0; s < 2; ++s) {
-    EXPECT_NEAR(executor.RunStep(feeds).loss, losses[static_cast<size_t>(s)], 1e-5) << "step " << s;
-  }
-  const runtime::TensorMap trained = executor.Parameters();
-  for (int r = 0; r < kReplicas; ++r) {
-    runtime::TensorMap replica;
-    for (const auto& [name, value] : sliced)
-      replica[name] = trained.at(graph::ReplicaName(r, name));
-    test_support::ExpectSameParameters(runtime::GatherParameters(replica, *step.split),
-                                       reference.Parameters(), fmt::format("replica {}", r), 1e-6);
     // Every shard's copy of a repeated parameter took the same steps.
     for (const graph::ReplicatedParameter& p : step.split->replicated_parameters) {
       for (int s = 0; s < kWays; ++s) {
@@ -118,15 +131,6 @@ TEST(MegatronTest, TensorTimesDataParallelStepsMatchOneDevice) {
 // parameters; each replica's stages are contiguous in its op order and all used.
 void CheckPipelinedMatchesOneDevice(int64_t batch, int replicas, int micro_batches) {
   constexpr int kWays = 2, kStages = 2;
-  graph::Graph plain = Encoder(batch, 0);
-  graph::AppendBackwardAndUpdate(plain, kLearningRate);
-  const runtime::TensorMap initial = runtime::InitializeParameters(plain, 7);
-  const runtime::TensorMap minibatch = runtime::SyntheticBatch(plain, 8);
-  runtime::Executor reference(plain, test_support::CpuWorkers(1),
-                              graph::Placement::AllOn(plain, {"cpu:0"}, 0), initial);
-  std::vector<double> losses;
-  for (int step = 0; step < 2; ++step) losses.push_back(reference.RunStep(minibatch).loss);
-
   const int devices = kWays * kStages * replicas;
   const MegatronStep step = BuildMegatronStep(
       Encoder, batch, kLearningRate, Names(devices),
@@ -150,32 +154,7 @@ void CheckPipelinedMatchesOneDevice(int64_t batch, int replicas, int micro_batch
     last = stage;
   }
   EXPECT_EQ(used.size(), static_cast<size_t>(devices));
-
-  const runtime::TensorMap sliced = runtime::ShardParameters(initial, *step.split);
-  runtime::TensorMap parameters, feeds;
-  for (int r = 0; r < replicas; ++r) {
-    for (const auto& [name, value] : sliced) parameters[graph::ReplicaName(r, name)] = value;
-    for (const auto& [name, value] : minibatch) {
-      const int64_t rows = batch / (replicas * micro_batches);
-      for (int k = 0; k < micro_batches; ++k) {
-        feeds[graph::ReplicaName(r, graph::MicroBatchName(k, name))] =
-            value.narrow(0, (r * micro_batches + k) * rows, rows);
-      }
-    }
-  }
-  runtime::Executor executor(step.graph, test_support::CpuWorkers(devices), step.placement,
-                             parameters);
-  for (int s = 0; s < 2; ++s) {
-    EXPECT_NEAR(executor.RunStep(feeds).loss, losses[static_cast<size_t>(s)], 1e-5) << "step " << s;
-  }
-  const runtime::TensorMap trained = executor.Parameters();
-  for (int r = 0; r < replicas; ++r) {
-    runtime::TensorMap replica;
-    for (const auto& [name, value] : sliced)
-      replica[name] = trained.at(graph::ReplicaName(r, name));
-    test_support::ExpectSameParameters(runtime::GatherParameters(replica, *step.split),
-                                       reference.Parameters(), fmt::format("replica {}", r), 1e-6);
-  }
+  ExpectTrainsAsOneDevice(step, batch, replicas, micro_batches, 7);
 }
 
 TEST(MegatronTest, TensorTimesPipelineStepsMatchOneDevice) {
