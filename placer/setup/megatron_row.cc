@@ -46,21 +46,20 @@ MegatronRow MegatronRowFor(const SearchSetup& setup) {
   for (const graph::DeviceStats& d : best.result.devices) {
     row.peak_memory_bytes.push_back(d.peak_memory_bytes);
   }
+  const bool pipelined = best.pipeline_stages > 1;
+  const std::string stages =
+      pipelined ? fmt::format("; {} pipeline stages of about equal work, {} micro-batches, 1f1b",
+                              best.pipeline_stages, best.micro_batches)
+                : "";
   const std::string replicas =
       best.replicas == 1 ? "" : fmt::format("; {} data-parallel replicas", best.replicas);
   row.placement =
       best.tensor_ways == 1
           ? fmt::format("no layer split (data parallelism over {} devices)", best.replicas)
           : fmt::format(
-                "attention and MLP blocks split {} ways ({} row-parallel sums), the rest "
-                "on each {}'s first device{}{}",
-                best.tensor_ways, best.partial_sums,
-                best.pipeline_stages == 1 ? "replica" : "stage",
-                best.pipeline_stages == 1
-                    ? ""
-                    : fmt::format(
-                          "; {} pipeline stages of about equal work, {} micro-batches, 1f1b",
-                          best.pipeline_stages, best.micro_batches),
+                "attention and MLP blocks split {} ways ({} row-parallel sums), the rest on each "
+                "{}'s first device{}{}",
+                best.tensor_ways, best.partial_sums, pipelined ? "stage" : "replica", stages,
                 replicas);
   return out;
 }
