@@ -85,22 +85,21 @@ DataParallelGraph BuildDataParallel(
     for (TensorId t : copies)
       root[slot[static_cast<size_t>(t)]] = slot[static_cast<size_t>(copies[0])];
   }
+  auto set_of = [&](size_t k) {
+    const auto it = root.find(k);
+    return it == root.end() ? k : it->second;
+  };
   // The slots of each set, listed once, so that a parameter's ties cost its set's size and not a
   // pass over every parameter of every replica.
   const size_t slots = replica_params.empty() ? 0 : replica_params[0].size();
   std::vector<std::vector<size_t>> members(slots);
-  for (size_t k = 0; k < slots; ++k) {
-    const auto it = root.find(k);
-    members[it == root.end() ? k : it->second].push_back(k);
-  }
+  for (size_t k = 0; k < slots; ++k) members[set_of(k)].push_back(k);
   AppendBackwardAndUpdate(
       g, learning_rate,
       [&](TensorId param) {
-        const size_t k = slot[static_cast<size_t>(param)];
-        const auto it = root.find(k);
         std::vector<TensorId> others;
         for (const std::vector<TensorId>& params : replica_params) {
-          for (size_t member : members[it == root.end() ? k : it->second]) {
+          for (size_t member : members[set_of(slot[static_cast<size_t>(param)])]) {
             if (params[member] != param) others.push_back(params[member]);
           }
         }
