@@ -581,7 +581,16 @@ Graph TensorParallelStep(const TensorParallelGraph& split, double learning_rate)
   return step;
 }
 
-std::vector<std::string> MegatronColumnStarts(const Graph& forward, int ways) {
+std::vector<std::string> MegatronColumnStarts(const Graph& forward, int ways, int64_t max_work) {
+  const auto layers =
+      static_cast<int64_t>(std::count_if(forward.ops().begin(), forward.ops().end(),
+                                         [&](const Op& op) { return IsLinearLayer(forward, op); }));
+  if (layers * forward.num_ops() > max_work) {
+    throw GraphError(fmt::format(
+        "picking Megatron's pairs among {} linear layers of a {}-op forward (one sharding of it "
+        "per layer: {} > {}) would take too long",
+        layers, forward.num_ops(), layers * forward.num_ops(), max_work));
+  }
   // Greedily in topological order: a layer joins when the split of all the starts so far and it
   // still needs no gather; so a row-parallel layer that closes a pair never starts one itself.
   std::vector<std::string> starts;

@@ -85,7 +85,11 @@ Graph TensorParallelStep(const TensorParallelGraph& split, double learning_rate)
 // (Linear, or MatMul by a rank-2 parameter) whose splits, together, reach row-parallel linear
 // layers without a gather on the way (attention's query, key and value projections; the MLP's
 // first layer), taken greedily in topological order. The layers that close the pairs, and those
-// whose split would have to be gathered, are left alone.
-std::vector<std::string> MegatronColumnStarts(const Graph& forward, int ways);
+// whose split would have to be gathered, are left alone. Each layer tried shards the whole
+// forward once, so the pick costs about its linear layers x its ops: over `max_work` (an unrolled
+// recurrent network's thousands of MatMuls: hours) it throws GraphError saying so.
+inline constexpr int64_t kMaxMegatronPickWork = 500'000;  // BERT-large: 194 x 588 = 114k
+std::vector<std::string> MegatronColumnStarts(const Graph& forward, int ways,
+                                              int64_t max_work = kMaxMegatronPickWork);
 
 }  // namespace placer::graph

@@ -39,7 +39,8 @@ std::map<std::string, int> StagesOf(const graph::Graph& forward, int stages, con
 
 MegatronStep BuildMegatronStep(const graph::ForwardBuilder& build_forward, int64_t batch,
                                double learning_rate, const std::vector<std::string>& device_names,
-                               const MegatronShape& shape, const OpWork& op_work) {
+                               const MegatronShape& shape, const OpWork& op_work,
+                               std::optional<std::vector<std::string>> column_starts) {
   const int num_devices = static_cast<int>(device_names.size());
   const int tensor_ways = shape.tensor_ways, stages = shape.pipeline_stages;
   if (tensor_ways < 1 || stages < 1 || shape.micro_batches < 1 ||
@@ -49,8 +50,9 @@ MegatronStep BuildMegatronStep(const graph::ForwardBuilder& build_forward, int64
   }
   const int replicas = num_devices / (tensor_ways * stages);
   MegatronStep step;
-  std::optional<std::vector<std::string>> starts;  // the same ops in every replica's shard
-  std::map<std::string, int> stage_of;             // of one replica's forward ops, by name
+  // The same ops in every replica's shard.
+  std::optional<std::vector<std::string>> starts = std::move(column_starts);
+  std::map<std::string, int> stage_of;  // of one replica's forward ops, by name
   const graph::ForwardBuilder sharded = [&](int64_t rows, int64_t normalizer) {
     graph::Graph forward = build_forward(rows, normalizer);
     if (tensor_ways > 1) {
@@ -116,6 +118,8 @@ MegatronBaselineResult MegatronBaseline(const graph::ForwardBuilder& build_forwa
   const OpWork work = [&](const graph::Graph& forward, graph::OpId op) {
     return costs.OpSeconds(forward, op, devices.front());
   };
+  // Megatron's starts at T (empty for T = 1): one pick per T, shared by its shapes.
+  std::optional<std::vector<std::string>> starts;
   auto try_shape = [&](const MegatronShape& shape) {
     const int replicas = num_devices / (shape.tensor_ways * shape.pipeline_stages);
     const std::string name =
@@ -132,7 +136,7 @@ MegatronBaselineResult MegatronBaseline(const graph::ForwardBuilder& build_forwa
     }
     MegatronStep step;
     try {
-      step = BuildMegatronStep(build_forward, batch, learning_rate, names, shape, work);
+      step = BuildMegatronStep(build_forward, batch, learning_rate, names, shape, work, starts);
     } catch (const std::exception& e) {
       say(fmt::format("Megatron-style: {} left out: {}", name, e.what()));
       return;
@@ -156,6 +160,15 @@ MegatronBaselineResult MegatronBaseline(const graph::ForwardBuilder& build_forwa
   };
   for (int ways = 1; ways <= host && ways <= num_devices; ways *= 2) {
     if (host % ways != 0 || num_devices % ways != 0) continue;
+    starts.reset();
+    if (ways > 1) {
+      try {
+        starts = graph::MegatronColumnStarts(build_forward(batch, 0), ways);
+      } catch (const graph::GraphError& e) {
+        say(fmt::format("Megatron-style: TP {} left out: {}", ways, e.what()));
+        continue;
+      }
+    }
     try_shape({.tensor_ways = ways});
     // Pipelines of tensor-parallel stages (T = 1: the pipeline baseline's grid).
     for (int stages = 2; ways > 1 && ways * stages <= num_devices; stages *= 2) {

@@ -64,9 +64,13 @@ struct MegatronStep {
   // replica), to slice the model's parameters for it (runtime/tensor_parallel.h); none at T = 1.
   std::optional<graph::TensorParallelGraph> split;
 };
+// `column_starts`: graph::MegatronColumnStarts of the model at `shape.tensor_ways`, where the
+// caller has them (they depend on the model and T only, and picking them dominates the build of
+// a large model's step); none: picked here.
 MegatronStep BuildMegatronStep(const graph::ForwardBuilder& build_forward, int64_t batch,
                                double learning_rate, const std::vector<std::string>& device_names,
-                               const MegatronShape& shape, const OpWork& op_work = nullptr);
+                               const MegatronShape& shape, const OpWork& op_work = nullptr,
+                               std::optional<std::vector<std::string>> column_starts = {});
 
 // Every T = 1, 2, 4, ... that divides `devices_per_host` (0: all of `devices` are one host) and
 // the device count, with T > 1 every P = 1, 2, 4, ... and M = P, 2P, 4P (M = 1 when P = 1) whose
