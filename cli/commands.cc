@@ -151,11 +151,23 @@ graph::PipelineSettings PipelineFor(const Commands& c) {
   }
 }
 
+// The shards per replica of the placement file (`tensor_ways:`), or 1.
+int TensorWaysFor(const Commands& c) {
+  if (c.placement_path.empty()) return 1;
+  try {
+    return IsProtoFile(c.placement_path) ? proto::ReadPlacementProtoTensorWays(c.placement_path)
+                                         : graph::ReadPlacementTensorWays(c.placement_path);
+  } catch (const graph::PlacementError& error) {
+    throw InputError(error.what());
+  }
+}
+
 // The training step the placement file is for: replicated, micro-batched (its op names are then
-// "m<k>/<op>"), both ("r<r>/m<k>/<op>"), or the configured model.
+// "m<k>/<op>"), both ("r<r>/m<k>/<op>"), split ("r<r>/tp<s>/<op>"), or the configured model.
 graph::Graph ModelFor(const Commands& c, const config::Config& config) {
-  const setup::StepShape shape{ReplicasFor(c, config), PipelineFor(c).micro_batches};
-  if (shape.micro_batches == 1) return setup::BuildStep(config, shape);
+  const setup::StepShape shape{ReplicasFor(c, config), PipelineFor(c).micro_batches,
+                               TensorWaysFor(c)};
+  if (shape.micro_batches == 1 && shape.tensor_ways == 1) return setup::BuildStep(config, shape);
   try {
     return setup::BuildStep(config, shape);
   } catch (const graph::GraphError& error) {
@@ -188,6 +200,10 @@ int Evaluate(const Commands& c) {
                                  placement.micro_batches,
                                  config.model.batch_size / replicas / placement.micro_batches,
                                  graph::ToString(placement.schedule));
+    }
+    if (const int ways = TensorWaysFor(c); ways > 1) {
+      description +=
+          fmt::format(" ({} replica(s) x {} tensor-parallel shards)", ReplicasFor(c, config), ways);
     }
   }
   const graph::Graph& graph = dp ? dp->graph : model;

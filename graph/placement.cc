@@ -248,22 +248,32 @@ YAML::Node LoadPlacementRoot(const std::filesystem::path& file) {
   return root;
 }
 
+// The count under `key` of the file's root, 1 when absent; PlacementError naming `what` when it is
+// not a number >= 1.
+int ReadCount(const std::filesystem::path& file, const char* key, const char* what) {
+  const YAML::Node root = LoadPlacementRoot(file);
+  const YAML::Node value = root[key];
+  if (!value) return 1;
+  int count = 0;
+  try {
+    count = value.as<int>();
+  } catch (const YAML::Exception&) {
+  }
+  if (count < 1) {
+    throw PlacementError(fmt::format("{}: {}: expected {} >= 1, got {}", Where(file, value), key,
+                                     what, Describe(value)));
+  }
+  return count;
+}
+
 }  // namespace
 
 int ReadPlacementReplicas(const std::filesystem::path& file) {
-  const YAML::Node root = LoadPlacementRoot(file);
-  const YAML::Node value = root["replicas"];
-  if (!value) return 1;
-  int replicas = 0;
-  try {
-    replicas = value.as<int>();
-  } catch (const YAML::Exception&) {
-  }
-  if (replicas < 1) {
-    throw PlacementError(
-        fmt::format("{}: replicas: expected a replica count >= 1", Where(file, value)));
-  }
-  return replicas;
+  return ReadCount(file, "replicas", "a replica count");
+}
+
+int ReadPlacementTensorWays(const std::filesystem::path& file) {
+  return ReadCount(file, "tensor_ways", "a count of shards");
 }
 
 namespace {
@@ -319,8 +329,8 @@ Placement ReadPlacementYaml(const std::filesystem::path& file, const Graph& grap
                             const std::map<std::string, std::string>& facts) {
   const YAML::Node root = LoadPlacementRoot(file);
   CheckBodyKeys(file, root, "",
-                {"devices", "replicas", "micro_batches", "schedule", "default", "placement",
-                 "rules", "variants"},
+                {"devices", "replicas", "micro_batches", "schedule", "tensor_ways", "default",
+                 "placement", "rules", "variants"},
                 {"model", "step_time_seconds"});
   const PipelineSettings pipeline = ParsePipeline(file, root);
   if (!IsMicroBatched(graph, pipeline.micro_batches)) {
@@ -409,11 +419,13 @@ Placement ReadPlacementYaml(const std::filesystem::path& file, const Graph& grap
                                    file.string(), fmt::join(have, ", "), fmt::join(tried, "; ")));
 }
 
-std::string PlacementToYaml(const Graph& graph, const Placement& placement, int replicas) {
+std::string PlacementToYaml(const Graph& graph, const Placement& placement, int replicas,
+                            int tensor_ways) {
   YAML::Emitter out;
   out << YAML::BeginMap;
   out << YAML::Key << "devices" << YAML::Value << YAML::Flow << placement.devices;
   if (replicas > 1) out << YAML::Key << "replicas" << YAML::Value << replicas;
+  if (tensor_ways > 1) out << YAML::Key << "tensor_ways" << YAML::Value << tensor_ways;
   if (placement.micro_batches > 1) {
     out << YAML::Key << "micro_batches" << YAML::Value << placement.micro_batches;
     out << YAML::Key << "schedule" << YAML::Value << ToString(placement.schedule);

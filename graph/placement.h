@@ -87,9 +87,14 @@ struct PipelineSettings {
   PipelineSchedule schedule = PipelineSchedule::kGPipe;
 };
 PipelineSettings ReadPlacementPipeline(const std::filesystem::path& file);
-// `replicas` > 1 is written as the file's `replicas` key; the placement's micro_batches > 1 as
-// `micro_batches` and `schedule`.
-std::string PlacementToYaml(const Graph& graph, const Placement& placement, int replicas = 1);
+// The tensor-parallel shards per replica a placement file is for (`tensor_ways: T`, a step whose
+// replicas are split T ways Megatron's way, ops "r<r>/tp<s>/<op>": placer/baselines/megatron.h);
+// 1 when absent. Throws PlacementError naming the file and line for a count below 1.
+int ReadPlacementTensorWays(const std::filesystem::path& file);
+// `replicas` > 1 is written as the file's `replicas` key, `tensor_ways` > 1 as `tensor_ways`; the
+// placement's micro_batches > 1 as `micro_batches` and `schedule`.
+std::string PlacementToYaml(const Graph& graph, const Placement& placement, int replicas = 1,
+                            int tensor_ways = 1);
 void WritePlacementYaml(const std::filesystem::path& file, const Graph& graph,
                         const Placement& placement, int replicas = 1);
 

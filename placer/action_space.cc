@@ -13,7 +13,8 @@ namespace placer::search {
 
 ActionSpace::ActionSpace(int num_devices, std::vector<int> replica_counts,
                          std::vector<int> micro_batch_counts,
-                         std::vector<ReplicatedPipeline> replicated_pipelines)
+                         std::vector<ReplicatedPipeline> replicated_pipelines,
+                         std::vector<TensorParallelShape> tensor_parallel)
     : num_devices_(num_devices) {
   if (num_devices < 1) throw std::invalid_argument("the action space needs at least one device");
   replica_counts.push_back(1);
@@ -60,6 +61,21 @@ ActionSpace::ActionSpace(int num_devices, std::vector<int> replica_counts,
     }
   }
   replicated_pipelines_ = std::move(replicated_pipelines);
+  std::sort(tensor_parallel.begin(), tensor_parallel.end());
+  tensor_parallel.erase(std::unique(tensor_parallel.begin(), tensor_parallel.end()),
+                        tensor_parallel.end());
+  for (const TensorParallelShape& t : tensor_parallel) {
+    if (t.tensor_ways < 2 || t.replicas % t.tensor_ways != 0 ||
+        std::find(replica_counts_.begin(), replica_counts_.end(), t.replicas) ==
+            replica_counts_.end()) {
+      throw std::invalid_argument(fmt::format(
+          "{} copies in {} tensor-parallel shards: the copies must be a replica count of the "
+          "space ({}) that the shards, at least 2, divide",
+          t.replicas, t.tensor_ways, fmt::join(replica_counts_, ", ")));
+    }
+    shapes_.push_back({t.replicas, 1, graph::PipelineSchedule::kGPipe, t.tensor_ways});
+  }
+  tensor_parallel_ = std::move(tensor_parallel);
   // Widths are the replica counts: a width must divide some R to be usable at all.
   for (int width : replica_counts_) {
     const int stride = num_devices / width;
@@ -132,19 +148,30 @@ std::string PipelinesText(const std::vector<ReplicatedPipeline>& pipelines) {
   return parts.empty() ? "" : fmt::format("; replicated pipelines {}", fmt::join(parts, ", "));
 }
 
+// "; tensor-parallel 4/t2, 8/t2" (copies / tensor ways), or nothing.
+std::string TensorParallelText(const std::vector<TensorParallelShape>& shapes) {
+  std::vector<std::string> parts;
+  for (const TensorParallelShape& t : shapes) {
+    parts.push_back(fmt::format("{}/t{}", t.replicas, t.tensor_ways));
+  }
+  return parts.empty() ? "" : fmt::format("; tensor-parallel {}", fmt::join(parts, ", "));
+}
+
 }  // namespace
 
 int ActionSpace::ShapeIndex(const Candidate& candidate) const {
-  const StepShape want{candidate.replicas, candidate.micro_batches, candidate.schedule};
+  const StepShape want{candidate.replicas, candidate.micro_batches, candidate.schedule,
+                       candidate.tensor_ways};
   for (size_t i = 0; i < shapes_.size(); ++i) {
     if (shapes_[i] == want) return static_cast<int>(i);
   }
   throw std::invalid_argument(fmt::format(
-      "{} replicas with {} micro-batches ({}): not a shape of the search (replica counts {}; "
-      "micro-batch counts {}, with one replica; M = 1 runs as gpipe{})",
+      "{} replicas with {} micro-batches ({}){}: not a shape of the search (replica counts {}; "
+      "micro-batch counts {}, with one replica; M = 1 runs as gpipe{}{})",
       candidate.replicas, candidate.micro_batches, graph::ToString(candidate.schedule),
+      candidate.tensor_ways == 1 ? "" : fmt::format(" in {} shards", candidate.tensor_ways),
       fmt::join(replica_counts_, ", "), fmt::join(micro_batch_counts_, ", "),
-      PipelinesText(replicated_pipelines_)));
+      PipelinesText(replicated_pipelines_), TensorParallelText(tensor_parallel_)));
 }
 
 Candidate ActionSpace::WithShape(Candidate candidate, const StepShape& shape) const {
@@ -154,6 +181,7 @@ Candidate ActionSpace::WithShape(Candidate candidate, const StepShape& shape) co
   candidate.replicas = shape.replicas;
   candidate.micro_batches = shape.micro_batches;
   candidate.schedule = shape.schedule;
+  candidate.tensor_ways = shape.tensor_ways;
   return candidate;
 }
 
@@ -204,14 +232,15 @@ int ActionSpace::Nearest(int option, int replicas) const {
 
 std::optional<Candidate> ActionSpace::ScaleOut(const Candidate& candidate, int replicas) const {
   if (replicas % candidate.replicas != 0 ||
-      !HasShape({replicas, candidate.micro_batches, candidate.schedule})) {
+      !HasShape({replicas, candidate.micro_batches, candidate.schedule, candidate.tensor_ways})) {
     return std::nullopt;
   }
   const int factor = replicas / candidate.replicas;
   Candidate scaled{.replicas = replicas,
                    .options = {},
                    .micro_batches = candidate.micro_batches,
-                   .schedule = candidate.schedule};
+                   .schedule = candidate.schedule,
+                   .tensor_ways = candidate.tensor_ways};
   for (int option : candidate.options) {
     const ParallelOption& o = options_[static_cast<size_t>(option)];
     const auto widened =
@@ -306,14 +335,24 @@ std::string Summarise(const ActionSpace& space, const Candidate& candidate,
                                    ? ""
                                    : fmt::format(", {} micro-batches, {}", candidate.micro_batches,
                                                  graph::ToString(candidate.schedule));
+  if (candidate.tensor_ways > 1) {
+    const int replicas = candidate.replicas / candidate.tensor_ways;
+    return fmt::format("{} replica{} of {} tensor-parallel shards: {}", replicas,
+                       replicas == 1 ? "" : "s", candidate.tensor_ways, fmt::join(parts, ", "));
+  }
   return fmt::format("{} replica{}{}{}: {}", candidate.replicas, candidate.replicas == 1 ? "" : "s",
                      kind, pipeline, fmt::join(parts, ", "));
 }
 
 namespace {
 
-// "R", or "1/M/schedule" with micro-batches: what precedes the options in keys and logs.
+// "R", "R/M/schedule" with micro-batches, "R/M/schedule/tT" with tensor ways: what precedes the
+// options in keys and logs.
 std::string ShapeText(const Candidate& candidate) {
+  if (candidate.tensor_ways > 1) {
+    return fmt::format("{}/{}/{}/t{}", candidate.replicas, candidate.micro_batches,
+                       graph::ToString(candidate.schedule), candidate.tensor_ways);
+  }
   return candidate.micro_batches == 1 && candidate.schedule == graph::PipelineSchedule::kGPipe
              ? std::to_string(candidate.replicas)
              : fmt::format("{}/{}/{}", candidate.replicas, candidate.micro_batches,
@@ -343,16 +382,24 @@ Candidate ParseCandidate(const std::string& text) {
     const size_t slash = shape.find('/');
     candidate.replicas = std::stoi(shape.substr(0, slash), &used);
     if (used != std::min(slash, shape.size())) throw bad();
-    if (slash != std::string::npos) {  // "R/M/schedule"
+    if (slash != std::string::npos) {  // "R/M/schedule", or "R/M/schedule/tT"
       const size_t second = shape.find('/', slash + 1);
       if (second == std::string::npos) throw bad();
       const std::string count = shape.substr(slash + 1, second - slash - 1);
       candidate.micro_batches = std::stoi(count, &used);
       if (used != count.size()) throw bad();
+      const size_t third = shape.find('/', second + 1);
       try {
-        candidate.schedule = graph::ParsePipelineSchedule(shape.substr(second + 1));
+        candidate.schedule =
+            graph::ParsePipelineSchedule(shape.substr(second + 1, third - second - 1));
       } catch (const graph::GraphError&) {
         throw bad();
+      }
+      if (third != std::string::npos) {
+        const std::string ways = shape.substr(third + 1);
+        if (ways.size() < 2 || ways[0] != 't') throw bad();
+        candidate.tensor_ways = std::stoi(ways.substr(1), &used);
+        if (used != ways.size() - 1 || candidate.tensor_ways < 2) throw bad();
       }
     }
     size_t begin = colon + 1;

@@ -26,6 +26,18 @@
 // between them (PipeDream's replicated stages, Megatron's DP x PP). The first decision is the
 // step's *shape*: a replica count, with a micro-batch count and a schedule where the space has
 // pipelines of that many replicas.
+// Tensor parallelism: a shape may also split every replica T ways (graph/tensor_parallel.h,
+// Megatron's pairs: column-parallel query, key, value and first MLP layers, row-parallel output
+// layers). Its R copies of each group are then R / T replicas of T shards each, copy r T + s
+// being shard s of replica r, and the options place the copies as they place replicas: a group
+// on an option as wide as R has each shard on its own device (T-way tensor parallelism inside
+// each replica, Megatron's TP x DP when every group takes it); on a narrower one, shards share
+// devices (on an option of width R / T, every shard of a replica on one device: that group is
+// not split in effect). So the sharding degree of each group is a choice of its option, and the
+// ops no split reaches (embeddings, the loss) run with shard 0. With R < D copies the widest
+// option lays them D / R apart, so a replica's shards are too (on a machine of several hosts a
+// narrow shape's shards can straddle them). One replica's pipeline is not split in this space
+// (the Megatron-style baseline's grid has TP x PP).
 // Torch-free.
 #pragma once
 
@@ -48,21 +60,35 @@ struct ParallelOption {
 
 // A point of the action space.
 struct Candidate {
-  int replicas = 1;          // R, one of ActionSpace::replica_counts()
+  // R, one of ActionSpace::replica_counts(): the copies of each group its options place (with
+  // tensor_ways T > 1, R / T replicas of T shards each).
+  int replicas = 1;
   std::vector<int> options;  // per group: an index into ActionSpace::options()
   // M, one of ActionSpace::micro_batch_counts() (one replica) or of a replicated pipeline of
   // the space (ActionSpace::replicated_pipelines()). The schedule is GPipe when M = 1.
   int micro_batches = 1;
   graph::PipelineSchedule schedule = graph::PipelineSchedule::kGPipe;
+  int tensor_ways = 1;  // T: the shards of each replica, one of a tensor-parallel shape's
   bool operator==(const Candidate&) const = default;
 };
 
-// The first decision of a candidate: its replica count, micro-batch count and schedule.
+// The first decision of a candidate: its replica count, micro-batch count, schedule and tensor
+// ways.
 struct StepShape {
   int replicas = 1;
   int micro_batches = 1;
   graph::PipelineSchedule schedule = graph::PipelineSchedule::kGPipe;
+  int tensor_ways = 1;
   bool operator==(const StepShape&) const = default;
+};
+
+// A tensor-parallel shape of the space: `replicas` copies of each group (one of the replica
+// counts), `replicas` / `tensor_ways` replicas of `tensor_ways` >= 2 shards each, one micro-batch.
+struct TensorParallelShape {
+  int replicas = 2;
+  int tensor_ways = 2;
+  bool operator==(const TensorParallelShape&) const = default;
+  auto operator<=>(const TensorParallelShape&) const = default;
 };
 
 // A replicated-pipeline shape of the space: R > 1 replicas of M > 1 micro-batches each (under
@@ -91,11 +117,12 @@ class ActionSpace {
   // `replica_counts`: the replica counts to search over (each >= 1 and <= num_devices; sorted and
   // made unique here; 1 is always included). `micro_batch_counts` likewise (each >= 1; 1 always
   // included): every M > 1 gives two one-replica shapes, GPipe and 1F1B. Every replicated
-  // pipeline (R one of the replica counts, R > 1, M > 1) gives two more. Throws
-  // std::invalid_argument when one is out of range.
+  // pipeline (R one of the replica counts, R > 1, M > 1) gives two more, and every tensor-parallel
+  // shape one. Throws std::invalid_argument when one is out of range.
   ActionSpace(int num_devices, std::vector<int> replica_counts,
               std::vector<int> micro_batch_counts = {1},
-              std::vector<ReplicatedPipeline> replicated_pipelines = {});
+              std::vector<ReplicatedPipeline> replicated_pipelines = {},
+              std::vector<TensorParallelShape> tensor_parallel = {});
 
   // 1, 2, 4, ... up to `num_devices`, and `num_devices` itself (data parallelism over every
   // device), each no larger than `max_replicas` (the batch: every replica needs a row).
@@ -132,12 +159,15 @@ class ActionSpace {
   const std::vector<ReplicatedPipeline>& replicated_pipelines() const {
     return replicated_pipelines_;
   }
+  const std::vector<TensorParallelShape>& tensor_parallel() const { return tensor_parallel_; }
   // Every replica count with M = 1, in order, then one replica with each M > 1 under GPipe and
-  // under 1F1B, then each replicated pipeline under both.
+  // under 1F1B, then each replicated pipeline under both, then each tensor-parallel shape.
   const std::vector<StepShape>& shapes() const { return shapes_; }
   bool has_pipelines() const {
     return micro_batch_counts_.size() > 1 || !replicated_pipelines_.empty();
   }
+  // Whether the space has shapes beside its replica counts (pipelines or tensor-parallel ones).
+  bool has_other_shapes() const { return shapes_.size() > replica_counts_.size(); }
   bool HasShape(const StepShape& shape) const;
   // The index into shapes() of a candidate's shape; throws std::invalid_argument naming it when
   // the space has no such shape.
@@ -187,6 +217,7 @@ class ActionSpace {
   std::vector<int> replica_counts_;
   std::vector<int> micro_batch_counts_;
   std::vector<ReplicatedPipeline> replicated_pipelines_;
+  std::vector<TensorParallelShape> tensor_parallel_;
   std::vector<StepShape> shapes_;
   std::vector<ParallelOption> options_;
 };
@@ -200,11 +231,12 @@ std::string Summarise(const ActionSpace& space, const Candidate& candidate,
 bool IsHybrid(const Candidate& candidate);
 
 // A short text key of a candidate ("R|" then one byte per group; "R/M/schedule|" with
-// micro-batches), for caches and logs.
+// micro-batches, "R/M/schedule/tT|" with tensor ways), for caches and logs.
 std::string KeyOf(const Candidate& candidate);
-// A printable form of the key, for the search log: "2:0,0,5,5", or "1/4/1f1b:0,0,5,5" with
-// micro-batches; ParseCandidate reads both back (the first is what logs held before pipelines;
-// throws std::invalid_argument naming the text when it is malformed).
+// A printable form of the key, for the search log: "2:0,0,5,5", "1/4/1f1b:0,0,5,5" with
+// micro-batches, "4/1/gpipe/t2:0,8,8,8" with tensor ways; ParseCandidate reads them back (the
+// first is what logs held before pipelines; throws std::invalid_argument naming the text when it
+// is malformed).
 std::string FormatCandidate(const Candidate& candidate);
 Candidate ParseCandidate(const std::string& text);
 

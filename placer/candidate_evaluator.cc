@@ -151,8 +151,11 @@ void AddReplicatedPipelineModels(std::vector<std::unique_ptr<ReplicatedModel>>& 
 ActionSpace SpaceOf(int devices, const std::vector<std::unique_ptr<ReplicatedModel>>& models) {
   std::vector<int> replica_counts, micro_batch_counts;
   std::vector<ReplicatedPipeline> pipelines;
+  std::vector<TensorParallelShape> tensor_parallel;
   for (const auto& m : models) {
-    if (m->micro_batches == 1) {
+    if (m->tensor_ways > 1) {
+      tensor_parallel.push_back({m->replicas, m->tensor_ways});
+    } else if (m->micro_batches == 1) {
       replica_counts.push_back(m->replicas);
     } else if (m->replicas == 1) {
       micro_batch_counts.push_back(m->micro_batches);
@@ -160,7 +163,7 @@ ActionSpace SpaceOf(int devices, const std::vector<std::unique_ptr<ReplicatedMod
       pipelines.push_back({m->replicas, m->micro_batches});
     }
   }
-  return ActionSpace(devices, replica_counts, micro_batch_counts, pipelines);
+  return ActionSpace(devices, replica_counts, micro_batch_counts, pipelines, tensor_parallel);
 }
 
 CandidateEvaluator::CandidateEvaluator(const ActionSpace& space,
@@ -184,15 +187,22 @@ CandidateEvaluator::CandidateEvaluator(const ActionSpace& space,
       throw std::invalid_argument(fmt::format("model {} is missing or has other groups", i));
     }
   }
-  for (const StepShape& shape : space_.shapes()) Index(shape.replicas, shape.micro_batches);
+  for (const StepShape& shape : space_.shapes()) {
+    Index(shape.replicas, shape.micro_batches, shape.tensor_ways);
+  }
 }
 
-size_t CandidateEvaluator::Index(int replicas, int micro_batches) const {
+size_t CandidateEvaluator::Index(int replicas, int micro_batches, int tensor_ways) const {
   for (size_t i = 0; i < models_.size(); ++i) {
-    if (models_[i]->replicas == replicas && models_[i]->micro_batches == micro_batches) return i;
+    if (models_[i]->replicas == replicas && models_[i]->micro_batches == micro_batches &&
+        models_[i]->tensor_ways == tensor_ways) {
+      return i;
+    }
   }
   throw std::invalid_argument(
-      micro_batches == 1
+      tensor_ways > 1
+          ? fmt::format("no model of {} copies in {} tensor-parallel shards", replicas, tensor_ways)
+      : micro_batches == 1
           ? fmt::format("no model with {} replicas", replicas)
           : fmt::format("no model with {} replicas and {} micro-batches", replicas, micro_batches));
 }
@@ -217,12 +227,12 @@ std::vector<graph::EvaluationResult> CandidateEvaluator::Evaluate(
   std::vector<graph::EvaluationResult> results(candidates.size());
   const int groups = num_groups();
   for (size_t i = 0; i < models_.size(); ++i) {
-    const int replicas = models_[i]->replicas;
-    const int micro_batches = models_[i]->micro_batches;
+    const ReplicatedModel& m = *models_[i];
     std::vector<size_t> mine;
     std::vector<graph::Placement> placements;
     for (size_t k = 0; k < candidates.size(); ++k) {
-      if (candidates[k].replicas != replicas || candidates[k].micro_batches != micro_batches) {
+      if (candidates[k].replicas != m.replicas || candidates[k].micro_batches != m.micro_batches ||
+          candidates[k].tensor_ways != m.tensor_ways) {
         continue;
       }
       try {
@@ -247,9 +257,12 @@ std::vector<graph::EvaluationResult> CandidateEvaluator::Evaluate(
   }
   for (size_t k = 0; k < candidates.size(); ++k) {
     if (!results[k].valid && results[k].invalid_reason.empty()) {
-      results[k].invalid_reason =
-          fmt::format("{} replicas with {} micro-batches: not a shape of the search",
-                      candidates[k].replicas, candidates[k].micro_batches);
+      results[k].invalid_reason = fmt::format(
+          "{} replicas with {} micro-batches{}: not a shape of the search", candidates[k].replicas,
+          candidates[k].micro_batches,
+          candidates[k].tensor_ways == 1
+              ? ""
+              : fmt::format(" in {} tensor-parallel shards", candidates[k].tensor_ways));
     }
   }
   return results;

@@ -27,14 +27,17 @@ namespace placer::search {
 // The training step with `replicas` replicas, and which group of the unreplicated model each of
 // its forward ops belongs to.
 struct ReplicatedModel {
+  // The copies of each group the options place: the replicas, or with tensor_ways T > 1 the
+  // replicas' shards (replica r's shard s is copy r T + s; ops "r<r>/tp<s>/<op>").
   int replicas = 1;
   int micro_batches = 1;  // above 1: ops named "m<k>/<op>", or "r<r>/m<k>/<op>" with replicas
                           // (graph/micro_batches.h)
+  int tensor_ways = 1;
   graph::Graph graph;
   std::vector<int64_t> shard_sizes;  // rows of the minibatch per replica
   std::vector<int>
       group_of_op;  // per op of `graph`: a group of the base grouping; -1 if not forward
-  std::vector<int> replica_of_op;  // per op of `graph`: its replica; -1 if not forward
+  std::vector<int> replica_of_op;  // per op of `graph`: its replica (copy); -1 if not forward
   std::vector<graph::OpId> forward_ops;
   int num_groups = 0;  // of the base grouping
 };
@@ -81,13 +84,13 @@ void AddReplicatedPipelineModels(std::vector<std::unique_ptr<ReplicatedModel>>& 
 
 // The action space over `devices` devices of the step shapes `models` holds (BuildReplicatedModels'
 // replica counts, AddMicroBatchedModels' micro-batch counts, AddReplicatedPipelineModels'
-// replicated pipelines).
+// replicated pipelines, setup::AddTensorParallelModels' tensor-parallel shapes).
 ActionSpace SpaceOf(int devices, const std::vector<std::unique_ptr<ReplicatedModel>>& models);
 
 class CandidateEvaluator {
  public:
-  // One model per replica count of the space (M = 1) and per micro-batch count M > 1 (one
-  // replica), in any order; evaluators[i] judges models[i]'s placements; both must outlive this
+  // One model per step shape of the space (the schedules of one micro-batch count share theirs),
+  // in any order; evaluators[i] judges models[i]'s placements; both must outlive this
   // object. Throws std::invalid_argument when they do not line up.
   CandidateEvaluator(const ActionSpace& space, std::vector<const ReplicatedModel*> models,
                      std::vector<graph::Evaluator*> evaluators,
@@ -95,15 +98,15 @@ class CandidateEvaluator {
 
   const ActionSpace& space() const { return space_; }
   const std::vector<std::string>& device_names() const { return device_names_; }
-  const ReplicatedModel& model(int replicas, int micro_batches = 1) const {
-    return *models_[Index(replicas, micro_batches)];
+  const ReplicatedModel& model(int replicas, int micro_batches = 1, int tensor_ways = 1) const {
+    return *models_[Index(replicas, micro_batches, tensor_ways)];
   }
   const ReplicatedModel& model(const Candidate& c) const {
-    return model(c.replicas, c.micro_batches);
+    return model(c.replicas, c.micro_batches, c.tensor_ways);
   }
   int num_groups() const { return models_.front()->num_groups; }
-  graph::Evaluator& evaluator(int replicas, int micro_batches = 1) const {
-    return *evaluators_[Index(replicas, micro_batches)];
+  graph::Evaluator& evaluator(int replicas, int micro_batches = 1, int tensor_ways = 1) const {
+    return *evaluators_[Index(replicas, micro_batches, tensor_ways)];
   }
 
   // The per-op placement of `candidate` on model(candidate).graph, with its micro-batch count and
@@ -120,7 +123,7 @@ class CandidateEvaluator {
   bool deterministic() const { return evaluators_.front()->deterministic(); }
 
  private:
-  size_t Index(int replicas, int micro_batches) const;
+  size_t Index(int replicas, int micro_batches, int tensor_ways) const;
 
   ActionSpace space_;
   std::vector<const ReplicatedModel*> models_;

@@ -35,7 +35,7 @@ enum class EditKind {
   kMoveSegment,
   kRebalance,
   kChangeReplicas,
-  kChangePipeline,
+  kChangeShape,
   kCount,  // not an edit: how many there are
 };
 inline constexpr int kEditKinds = static_cast<int>(EditKind::kCount);

@@ -242,6 +242,7 @@ PolicySample GraphPolicyImpl::Sample(int k, const std::optional<Candidate>& incu
     c.replicas = shape.replicas;
     c.micro_batches = shape.micro_batches;
     c.schedule = shape.schedule;
+    c.tensor_ways = shape.tensor_ways;
     c.options.resize(static_cast<size_t>(groups));
   }
   const at::Tensor replica = at::tensor(r_index, at::kLong);

@@ -169,6 +169,7 @@ PolicySample PolicyImpl::Sample(int k, const std::optional<Candidate>& incumbent
     candidate.replicas = shape.replicas;
     candidate.micro_batches = shape.micro_batches;
     candidate.schedule = shape.schedule;
+    candidate.tensor_ways = shape.tensor_ways;
     candidate.options.resize(static_cast<size_t>(groups));
   }
   for (int64_t t = 0; t < groups; ++t) {

@@ -183,17 +183,20 @@ void Refiner::ChangeReplicas(Candidate& c) {
     option = space_.Nearest(option, replicas);
   }
   c.replicas = replicas;
-  // Pipelines keep their micro-batches where the space has them at the new replica count.
-  if (!space_.HasShape({replicas, c.micro_batches, c.schedule})) {
+  // Pipelines keep their micro-batches, and shards their ways, where the space has them at the
+  // new replica count.
+  if (!space_.HasShape({replicas, c.micro_batches, c.schedule, c.tensor_ways})) {
     c.micro_batches = 1;
     c.schedule = graph::PipelineSchedule::kGPipe;
+    if (!space_.HasShape({replicas, 1, c.schedule, c.tensor_ways})) c.tensor_ways = 1;
   }
 }
 
-void Refiner::ChangePipeline(Candidate& c) {
-  // Another micro-batch count or schedule at the candidate's replica count; without one (a
-  // replica count whose replicas are not pipelined), one of the one-replica shapes.
-  const StepShape now{c.replicas, c.micro_batches, c.schedule};
+void Refiner::ChangeShape(Candidate& c) {
+  // Another micro-batch count, schedule or tensor ways at the candidate's replica count; without
+  // one (a replica count whose replicas are neither pipelined nor split), one of the one-replica
+  // shapes.
+  const StepShape now{c.replicas, c.micro_batches, c.schedule, c.tensor_ways};
   std::vector<StepShape> others;
   for (const StepShape& shape : space_.shapes()) {
     if (shape.replicas == c.replicas && shape != now) others.push_back(shape);
@@ -209,8 +212,9 @@ void Refiner::ChangePipeline(Candidate& c) {
 }
 
 // The edits, in the order of their draw, and how often each is drawn: with weight w out of the sum
-// of the allowed edits' weights. The pipeline edit only where the space has pipelines: without,
-// the edits (and a seed's sequence of them) are what they were before it existed. A new edit is a
+// of the allowed edits' weights. The shape edit only where the space has pipelines or
+// tensor-parallel shapes: without, the edits (and a seed's sequence of them) are what they were
+// before it existed. A new edit is a
 // method, a row here and its EditKind (edit_features.h).
 const std::vector<Refiner::EditEntry>& Refiner::EditTable() {
   using Busy = const std::vector<double>&;
@@ -226,8 +230,7 @@ const std::vector<Refiner::EditEntry>& Refiner::EditTable() {
        [](Refiner& r, Candidate& c, Busy busy) { r.Rebalance(c, busy); }},
       {EditKind::kChangeReplicas, 1, false,
        [](Refiner& r, Candidate& c, Busy) { r.ChangeReplicas(c); }},
-      {EditKind::kChangePipeline, 2, true,
-       [](Refiner& r, Candidate& c, Busy) { r.ChangePipeline(c); }},
+      {EditKind::kChangeShape, 2, true, [](Refiner& r, Candidate& c, Busy) { r.ChangeShape(c); }},
   };
   return table;
 }
@@ -236,13 +239,13 @@ Candidate Refiner::Edit(const Candidate& candidate, const std::vector<double>& b
   const std::vector<EditEntry>& edits = EditTable();
   int total = 0;
   for (const EditEntry& e : edits) {
-    if (!e.needs_pipelines || space_.has_pipelines()) total += e.weight;
+    if (!e.needs_other_shapes || space_.has_other_shapes()) total += e.weight;
   }
   for (int attempt = 0; attempt < 16; ++attempt) {
     Candidate c = candidate;
     int draw = std::uniform_int_distribution<int>(0, total - 1)(rng_);
     for (const EditEntry& e : edits) {
-      if (e.needs_pipelines && !space_.has_pipelines()) continue;
+      if (e.needs_other_shapes && !space_.has_other_shapes()) continue;
       if (draw < e.weight) {
         last_kind_ = e.kind;
         e.apply(*this, c, busy);

@@ -16,8 +16,10 @@
 //   - change the replica count: copy the placement onto idle devices (ActionSpace::ScaleOut), or
 //     map options to the nearest the new count allows (groups spread over all replicas stay
 //     spread),
-//   - change the pipeline (where the space has micro-batch counts): another micro-batch count or
-//     schedule, with one replica (the stages stay: each group keeps its device).
+//   - change the shape at the same replica count (where the space has pipelines or
+//     tensor-parallel shapes): another micro-batch count, schedule or tensor ways (the stages
+//     stay: each group keeps its option; a group on an option as wide as the copies has its
+//     shards on their own devices, split, once the shape has tensor ways).
 // With an EditGuide (edit_proposer.h) each round draws more edits than it judges and judges the
 // ones its scorer ranks best (and a few others).
 // After `patience` rounds without progress it kicks: a few random edits of the best candidate, and
@@ -96,7 +98,7 @@ class Refiner {
   struct EditEntry {
     EditKind kind;
     int weight;
-    bool needs_pipelines;
+    bool needs_other_shapes;  // drawn only where the space has shapes beside its replica counts
     void (*apply)(Refiner&, Candidate&, const std::vector<double>&);
   };
   static const std::vector<EditEntry>& EditTable();
@@ -106,7 +108,7 @@ class Refiner {
   void MoveBand(Candidate& c);
   void MoveSegment(Candidate& c);
   void Rebalance(Candidate& c, const std::vector<double>& busy);
-  void ChangePipeline(Candidate& c);
+  void ChangeShape(Candidate& c);
   // Up to `size` groups: `start` and, breadth-first, the groups connected to it (producers and
   // consumers) on its option.
   std::vector<size_t> Segment(const Candidate& c, size_t start, size_t size) const;

@@ -124,6 +124,11 @@ std::string Differences(const RunIdentity& saved, const RunIdentity& now) {
                                 fmt::join(saved.replicated_pipelines, ", "),
                                 fmt::join(now.replicated_pipelines, ", ")));
   }
+  if (saved.tensor_parallel != now.tensor_parallel) {
+    parts.push_back(fmt::format("the tensor-parallel shapes were [{}], now [{}]",
+                                fmt::join(saved.tensor_parallel, ", "),
+                                fmt::join(now.tensor_parallel, ", ")));
+  }
   return fmt::format("{}", fmt::join(parts, "; "));
 }
 
@@ -137,7 +142,8 @@ nlohmann::json RunIdentity::ToJson() const {
           {"devices", devices},
           {"replica_counts", replica_counts},
           {"micro_batch_counts", micro_batch_counts},
-          {"replicated_pipelines", replicated_pipelines}};
+          {"replicated_pipelines", replicated_pipelines},
+          {"tensor_parallel", tensor_parallel}};
 }
 
 RunIdentity RunIdentity::FromJson(const nlohmann::json& j) {
@@ -148,12 +154,15 @@ RunIdentity RunIdentity::FromJson(const nlohmann::json& j) {
           j.at("devices").get<std::vector<std::string>>(),
           j.at("replica_counts").get<std::vector<int>>(),
           j.value("micro_batch_counts", std::vector<int>{1}),
-          j.value("replicated_pipelines", std::vector<std::string>{})};
+          j.value("replicated_pipelines", std::vector<std::string>{}),
+          j.value("tensor_parallel", std::vector<std::string>{})};
 }
 
 void WriteBestPlacement(const std::filesystem::path& dir, const graph::Graph& graph,
-                        const graph::Placement& placement, int replicas, const std::string& model,
-                        double step_seconds, const std::string& evaluator) {
+                        const graph::Placement& placement, const Candidate& candidate,
+                        const std::string& model, double step_seconds,
+                        const std::string& evaluator) {
+  const int replicas = candidate.replicas / candidate.tensor_ways;
   // As the log keeps it: the search's checkpoints and its final, side-by-side verdict then write
   // the same file for the same answer.
   const double seconds = AsLogged(step_seconds);
@@ -161,10 +170,11 @@ void WriteBestPlacement(const std::filesystem::path& dir, const graph::Graph& gr
                          "# best placement found by placer search: {:.3f} ms per step ({})\n"
                          "model: {}\nstep_time_seconds: {}\n",
                          seconds * 1e3, evaluator, model, seconds) +
-                     graph::PlacementToYaml(graph, placement, replicas);
+                     graph::PlacementToYaml(graph, placement, replicas, candidate.tensor_ways);
   graph::WriteFileAtomically(dir / "best_placement.yaml", yaml);
   proto::WritePlacementProto(dir / "best_placement.pb", dir / "best_placement.pbtxt", graph,
-                             placement, {model, seconds, evaluator, replicas});
+                             placement,
+                             {model, seconds, evaluator, replicas, candidate.tensor_ways});
 }
 
 RunDirectory::RunDirectory(std::filesystem::path dir, bool resume, RunIdentity identity,
@@ -334,9 +344,8 @@ void RunDirectory::Checkpoint(const Learner& learner, nlohmann::json state,
   CheckLog();
   if (best && KeyOf(best->candidate) != best_written_) {
     const ReplicatedModel& model = evaluator_->model(best->candidate);
-    WriteBestPlacement(dir_, model.graph, evaluator_->PlacementOf(best->candidate),
-                       best->candidate.replicas, identity_.model, best->seconds,
-                       evaluator_->name());
+    WriteBestPlacement(dir_, model.graph, evaluator_->PlacementOf(best->candidate), best->candidate,
+                       identity_.model, best->seconds, evaluator_->name());
     best_written_ = KeyOf(best->candidate);
   }
   nlohmann::json saved = {{"identity", identity_.ToJson()},

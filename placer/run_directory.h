@@ -50,6 +50,8 @@ struct RunIdentity {
   std::vector<int> micro_batch_counts = {1};  // {1} in runs saved before pipelines were searched
   // "RxM" per replicated pipeline searched; none in runs saved before they were.
   std::vector<std::string> replicated_pipelines;
+  // "R/tT" per tensor-parallel shape searched; none in runs saved before they were.
+  std::vector<std::string> tensor_parallel;
   nlohmann::json ToJson() const;
   static RunIdentity FromJson(const nlohmann::json& json);
 };
@@ -138,10 +140,11 @@ class RunDirectory {
   std::string best_written_;  // key of the best placement on disk
 };
 
-// best_placement.yaml, .pb and .pbtxt in `dir`, each written atomically; the YAML carries the
-// replica count (`replicas: R`) when the model is replicated.
+// best_placement.yaml, .pb and .pbtxt in `dir`, each written atomically, for `candidate` placed
+// as `placement` on `graph`: they carry its replica count (`replicas: R`) when the model is
+// replicated, and its shards per replica (`tensor_ways: T`) when it is split.
 void WriteBestPlacement(const std::filesystem::path& dir, const graph::Graph& graph,
-                        const graph::Placement& placement, int replicas, const std::string& model,
-                        double seconds, const std::string& evaluator);
+                        const graph::Placement& placement, const Candidate& candidate,
+                        const std::string& model, double seconds, const std::string& evaluator);
 
 }  // namespace placer::search

@@ -29,6 +29,7 @@ void WritePlacementProto(const std::filesystem::path& binary, const std::filesys
   message.set_step_seconds(info.step_seconds);
   message.set_evaluator(info.evaluator);
   if (info.replicas > 1) message.set_replicas(info.replicas);
+  if (info.tensor_ways > 1) message.set_tensor_ways(info.tensor_ways);
   if (placement.micro_batches > 1) {
     message.set_micro_batches(placement.micro_batches);
     message.set_schedule(graph::ToString(placement.schedule));
@@ -94,15 +95,23 @@ placer::proto::Placement ParsePlacement(const std::filesystem::path& file) {
   return message;
 }
 
+// A count of the file (0: unset, read as 1); PlacementError naming `key` when negative.
+int CountOf(const std::filesystem::path& file, int count, const char* key, const char* what) {
+  if (count < 0) {
+    throw graph::PlacementError(
+        fmt::format("{}: {}: {} is not {}", file.string(), key, count, what));
+  }
+  return std::max(1, count);
+}
+
 }  // namespace
 
 int ReadPlacementProtoReplicas(const std::filesystem::path& file) {
-  const int replicas = ParsePlacement(file).replicas();
-  if (replicas < 0) {
-    throw graph::PlacementError(
-        fmt::format("{}: replicas: {} is not a replica count", file.string(), replicas));
-  }
-  return std::max(1, replicas);
+  return CountOf(file, ParsePlacement(file).replicas(), "replicas", "a replica count");
+}
+
+int ReadPlacementProtoTensorWays(const std::filesystem::path& file) {
+  return CountOf(file, ParsePlacement(file).tensor_ways(), "tensor_ways", "a count of shards");
 }
 
 namespace {

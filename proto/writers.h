@@ -18,6 +18,7 @@ struct PlacementInfo {
   double step_seconds = 0;
   std::string evaluator;  // "measured" or "simulated"
   int replicas = 1;       // of the model the placement is for
+  int tensor_ways = 1;    // its shards per replica
 };
 
 // The placement as protobuf (proto/placement.proto): `binary` in the wire format, `text` in the
@@ -34,6 +35,8 @@ graph::Placement ReadPlacementProto(const std::filesystem::path& file, const gra
 int ReadPlacementProtoReplicas(const std::filesystem::path& file);
 // The micro-batch count and schedule it records (1 and GPipe when none), likewise.
 graph::PipelineSettings ReadPlacementProtoPipeline(const std::filesystem::path& file);
+// The tensor-parallel shards per replica it records (1 when none), likewise.
+int ReadPlacementProtoTensorWays(const std::filesystem::path& file);
 
 // CRC32C (Castagnoli) masked as TFRecord framing requires.
 uint32_t MaskedCrc32c(const void* data, size_t size);

@@ -313,10 +313,12 @@ TEST(ClusterTest, AMissingWorkerIsNamedWithinTheJoinTimeout) {
 }
 
 // A simulated search with budgets in steps: wherever its evaluations are judged, it ends in the
-// same place.
+// same place. Without tensor-parallel shapes, which a cluster's workers do not build (a local
+// simulated search has them by default).
 constexpr const char* kSearchInSteps =
     "search:\n  evaluator: simulated\n  policy_steps: 4\n  samples_per_step: 8\n"
     "  refinement_rounds: 3\n  max_wall_seconds: 3600\n  replicas: [1, 2]\n"
+    "  tensor_ways: [1]\n"
     "output:\n  directory: run\n";
 
 // `placer search` on the fixture's config, logging to search.log beside it.

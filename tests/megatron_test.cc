@@ -18,6 +18,7 @@
 #include "runtime/tensor_parallel.h"
 #include "tests/forward_builders.h"
 #include "tests/support.h"
+#include "tests/tensor_parallel_support.h"
 #include "tests/torch_support.h"
 
 namespace placer::baselines {
@@ -37,44 +38,12 @@ std::vector<std::string> Names(int count) {
 }
 
 // Two steps of `step` (R replicas of M micro-batches, from the model's parameters drawn from
-// `seed`) give the losses of two steps of the plain model on one device, and every replica's
-// shards put back together give its parameters. Returns the step's trained parameters.
+// `seed`) give the losses and parameters of two steps of the plain model on one device.
 runtime::TensorMap ExpectTrainsAsOneDevice(const MegatronStep& step, int64_t batch, int replicas,
                                            int micro_batches, uint32_t seed) {
-  graph::Graph plain = Encoder(batch, 0);
-  graph::AppendBackwardAndUpdate(plain, kLearningRate);
-  const runtime::TensorMap initial = runtime::InitializeParameters(plain, seed);
-  const runtime::TensorMap minibatch = runtime::SyntheticBatch(plain, seed + 1);
-  runtime::Executor reference(plain, test_support::CpuWorkers(1),
-                              graph::Placement::AllOn(plain, {"cpu:0"}, 0), initial);
-  const runtime::TensorMap sliced = runtime::ShardParameters(initial, *step.split);
-  runtime::TensorMap parameters, feeds;
-  const int64_t rows = batch / (replicas * micro_batches);
-  for (int r = 0; r < replicas; ++r) {
-    for (const auto& [name, value] : sliced) parameters[graph::ReplicaName(r, name)] = value;
-    for (const auto& [name, value] : minibatch) {
-      for (int k = 0; k < micro_batches; ++k) {
-        const std::string fed = micro_batches == 1 ? name : graph::MicroBatchName(k, name);
-        feeds[graph::ReplicaName(r, fed)] = value.narrow(0, (r * micro_batches + k) * rows, rows);
-      }
-    }
-  }
-  runtime::Executor executor(
-      step.graph, test_support::CpuWorkers(static_cast<int>(step.placement.devices.size())),
-      step.placement, parameters);
-  for (int s = 0; s < 2; ++s) {
-    EXPECT_NEAR(executor.RunStep(feeds).loss, reference.RunStep(minibatch).loss, 1e-5)
-        << "step " << s;
-  }
-  const runtime::TensorMap trained = executor.Parameters();
-  for (int r = 0; r < replicas; ++r) {
-    runtime::TensorMap replica;
-    for (const auto& [name, value] : sliced)
-      replica[name] = trained.at(graph::ReplicaName(r, name));
-    test_support::ExpectSameParameters(runtime::GatherParameters(replica, *step.split),
-                                       reference.Parameters(), fmt::format("replica {}", r), 1e-6);
-  }
-  return trained;
+  return test_support::ExpectSplitTrainsAsOneDevice(Encoder, kLearningRate, step.graph,
+                                                    step.placement, *step.split, batch, replicas,
+                                                    micro_batches, seed);
 }
 
 // T = 2 shards x R = 2 replicas over 4 CPU workers, placed as the baseline places them: two steps

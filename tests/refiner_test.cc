@@ -162,7 +162,7 @@ TEST_F(RefinerEdits, ChangePipelineChangesTheStepShapeAndKeepsTheStages) {
   Refiner pipeline_refiner(pipelines, features, {}, 6);
   std::set<std::string> shapes;
   for (int i = 0; i < kTrials; ++i) {
-    const Candidate next = pipeline_refiner.Apply(EditKind::kChangePipeline, start);
+    const Candidate next = pipeline_refiner.Apply(EditKind::kChangeShape, start);
     ASSERT_EQ(next.options, start.options) << "each group keeps its device";
     ASSERT_NE(next, start);
     ASSERT_NO_THROW(pipelines.Check(next, kGroups)) << FormatCandidate(next);
@@ -201,6 +201,25 @@ TEST(RefinerTest, EditsStayInTheSpaceAndChangeTheCandidate) {
     c = next;
   }
   EXPECT_EQ(shapes.size(), pipelines.shapes().size()) << "every shape is reached";
+}
+
+// With tensor-parallel shapes in the space, refinement's draws split and unsplit: they reach every
+// shape, split ones included, and stay in the space (a split candidate's options as wide as its
+// copies at most).
+TEST(RefinerTest, EditsReachTensorParallelShapes) {
+  const graph::GroupFeatures features = Chain();
+  const ActionSpace split(kDevices, {1, 2, 4}, {1}, {}, {{2, 2}, {4, 2}, {4, 4}});
+  Refiner refiner(split, features, {}, 13);
+  Candidate c = TwoStages(split);
+  std::set<std::string> shapes;
+  for (int i = 0; i < 500; ++i) {
+    const Candidate next = refiner.Edit(c);
+    ASSERT_NE(next, c);
+    ASSERT_NO_THROW(split.Check(next, kGroups)) << FormatCandidate(next);
+    shapes.insert(fmt::format("{}/t{}", next.replicas, next.tensor_ways));
+    c = next;
+  }
+  EXPECT_EQ(shapes.size(), split.shapes().size()) << "every shape is reached";
 }
 
 }  // namespace

@@ -127,6 +127,11 @@ struct SearchConfig {
   // x M micro-batches, each M of micro_batches above 1); absent: the replica counts from 2 up to
   // half the devices, within the same 120k ops of R x M copies; [1]: no replicated pipelines.
   std::optional<std::vector<int>> pipeline_replicas;
+  // search.tensor_ways: the tensor-parallel ways T searched, each with every replica count that T
+  // divides (R / T replicas of T shards); absent: 2, 4, ... within a host
+  // (simulation.gpus_per_host), each over all devices only, for a simulated search, where the
+  // model has linear pairs that split T ways; [1]: none.
+  std::optional<std::vector<int>> tensor_ways;
   int verify_candidates = 5;  // search.verify_candidates: best candidates re-measured (measured)
   // search.verify_rounds: interleaved rounds of every placement in the closing side-by-side
   // (measured); search.verify_max_rounds: the budget, the rounds of the contenders while the

@@ -50,6 +50,17 @@ void SearchConfig::Fields(search::OptionVisitor& v) {
            "parallel between them); named here, every M above 1 of `micro_batches` is searched "
            "with them; `[1]`: none");
   v.Constraint("pipeline_replicas", "among `replicas` (1 adds nothing)");
+  v.Counts("tensor_ways", tensor_ways, "tensor-parallel ways, e.g. [2, 4]",
+           "2, 4, ... dividing the devices of a host (`simulation.gpus_per_host`; all devices "
+           "when 0), each over all devices only (D / T replicas of T shards), with a simulated "
+           "evaluator and no cluster",
+           "tensor-parallel ways T searched: each replica's attention and MLP blocks split T ways "
+           "by Megatron's pairs (column-parallel query, key, value and first MLP layers, "
+           "row-parallel output layers, one all-reduce each), every replica count of `replicas` "
+           "that T divides giving R / T replicas of T shards; a group on an option as wide as "
+           "R has its shards on their own devices, on a narrower one they share them; a model "
+           "without such pairs gets none (said before the search); `[1]`: none");
+  v.Constraint("tensor_ways", "each 1 or dividing the device count");
   v.Int("verify_candidates", verify_candidates, 1,
         "with the measured evaluator: how many of the search's best candidates are measured "
         "against the baselines");

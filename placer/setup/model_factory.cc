@@ -6,6 +6,7 @@
 
 #include "graph/micro_batches.h"
 #include "graph/onnx_loader.h"
+#include "placer/baselines/megatron.h"
 #include "placer/setup/input_error.h"
 
 namespace placer::setup {
@@ -76,6 +77,21 @@ graph::DataParallelGraph BuildReplicated(const config::Config& config, int repli
 }
 
 graph::Graph BuildStep(const config::Config& config, StepShape shape) {
+  if (shape.tensor_ways > 1) {
+    if (shape.micro_batches > 1) {
+      throw graph::GraphError(
+          fmt::format("{} micro-batches of tensor-parallel replicas: not a step the search gives",
+                      shape.micro_batches));
+    }
+    std::vector<std::string> copies;
+    for (int c = 0; c < shape.replicas * shape.tensor_ways; ++c) {
+      copies.push_back(fmt::format("copy{}", c));
+    }
+    return baselines::BuildMegatronStep(ForwardBuilderFor(config), config.model.batch_size,
+                                        config.model.learning_rate, copies,
+                                        {.tensor_ways = shape.tensor_ways})
+        .graph;
+  }
   if (shape.micro_batches > 1) {
     if (shape.replicas > 1) {
       std::vector<std::string> replica_names;

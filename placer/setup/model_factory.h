@@ -30,18 +30,19 @@ graph::DataParallelGraph BuildDataParallelOver(const config::Config& config,
                                                const std::vector<std::string>& replicas);
 graph::DataParallelGraph BuildReplicated(const config::Config& config, int replicas);
 
-// The shape of a training step: R replicas on even shards of the batch, or one replica in M
-// micro-batches (both above 1 is not a step placer builds yet).
+// The shape of a training step: R replicas on even shards of the batch, each in M micro-batches,
+// or each split T ways Megatron's way (placer/baselines/megatron.h; with M = 1).
 struct StepShape {
   int replicas = 1;
   int micro_batches = 1;
+  int tensor_ways = 1;
   auto operator<=>(const StepShape&) const = default;
 };
 
 // The configured model's training step in `shape`, as the search's action space builds it
 // (search::BuildReplicatedModels, search::AddMicroBatchedModels): what `evaluate` runs for a
 // placement file and `placer worker` for a task. Throws graph::GraphError for a shape the model
-// cannot be built in (naming the batch), InputError for replicas and micro-batches together.
+// cannot be built in (naming the batch, or the model without linear pairs that split T ways).
 graph::Graph BuildStep(const config::Config& config, StepShape shape);
 
 // Whether the configured model can be built with `batch` rows (as one data-parallel shard or

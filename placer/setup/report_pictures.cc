@@ -59,9 +59,10 @@ search::PlacementPicture PictureOf(const SearchSetup& setup, const std::string& 
       .layers = LayersOf(setup, candidate)};
   const search::ReplicatedModel& model = simulated.model(candidate);
   const graph::Placement placement = simulated.PlacementOf(candidate);
-  const auto& simulator = dynamic_cast<const sim::SimulatedEvaluator&>(
-                              simulated.evaluator(candidate.replicas, candidate.micro_batches))
-                              .simulator();
+  const auto& simulator =
+      dynamic_cast<const sim::SimulatedEvaluator&>(
+          simulated.evaluator(candidate.replicas, candidate.micro_batches, candidate.tensor_ways))
+          .simulator();
   sim::SimulationResult predicted = simulator.Simulate(placement, /*record_trace=*/true);
   if (predicted.valid) {
     const std::string file = file_stem + ".simulated.json";

@@ -21,6 +21,7 @@
 #include "placer/setup/devices.h"
 #include "placer/setup/input_error.h"
 #include "placer/setup/model_factory.h"
+#include "placer/setup/tensor_parallel_models.h"
 #include "placer/setup/warm_starts.h"
 #include "placer/verifier.h"
 #include "proto/message_auth.h"
@@ -123,6 +124,43 @@ std::vector<search::ReplicatedPipeline> ReplicatedPipelinesFor(
   return pipelines;
 }
 
+// The tensor-parallel shapes to search: search.tensor_ways (or its default) x the replica counts
+// it divides. The simulator judges them; a measured search or a cluster's workers do not build
+// split steps yet, so there the default is none and naming ways is refused (InputError).
+std::vector<search::TensorParallelShape> TensorParallelShapesFor(
+    const config::Config& config, const std::vector<int>& replica_counts, int devices) {
+  const bool simulated_here =
+      config.search.evaluator == config::EvaluatorKind::kSimulated && config.cluster.workers == 0;
+  if (!config.search.tensor_ways) {
+    if (!simulated_here) return {};
+    return DefaultTensorParallelShapes(devices, config.simulation.gpus_per_host, replica_counts);
+  }
+  std::vector<search::TensorParallelShape> shapes;
+  for (int ways : *config.search.tensor_ways) {
+    if (ways == 1) continue;
+    if (!simulated_here) {
+      throw InputError(fmt::format(
+          "{}: search.tensor_ways: {} ways: tensor-parallel steps are judged by the simulator "
+          "only (search.evaluator: simulated, without a cluster)",
+          config.source.string(), ways));
+    }
+    if (devices % ways != 0) {
+      throw InputError(fmt::format("{}: search.tensor_ways: {} ways do not divide the {} devices",
+                                   config.source.string(), ways, devices));
+    }
+    const size_t before = shapes.size();
+    for (int copies : replica_counts) {
+      if (copies % ways == 0) shapes.push_back({copies, ways});
+    }
+    if (shapes.size() == before) {
+      throw InputError(fmt::format(
+          "{}: search.tensor_ways: {} ways divide no replica count searched (search.replicas: {})",
+          config.source.string(), ways, fmt::join(replica_counts, ", ")));
+    }
+  }
+  return shapes;
+}
+
 }  // namespace
 
 std::vector<search::NamedCandidate> SearchSetup::WarmStarts() const {
@@ -206,10 +244,14 @@ std::vector<std::string> SetupNotes(const SearchSetup& s, const std::string& con
 }
 
 std::string DescribeSetup(const SearchSetup& s) {
-  std::vector<std::string> counts, ops, micro_batches, micro_batch_ops, replicated, replicated_ops;
+  std::vector<std::string> counts, ops, micro_batches, micro_batch_ops, replicated, replicated_ops,
+      split, split_ops;
   for (const auto& m : s.models) {
     const std::string size = std::to_string(m->graph.num_ops());
-    if (m->micro_batches == 1) {
+    if (m->tensor_ways > 1) {
+      split.push_back(fmt::format("{}x{}", m->replicas / m->tensor_ways, m->tensor_ways));
+      split_ops.push_back(size);
+    } else if (m->micro_batches == 1) {
       counts.push_back(std::to_string(m->replicas));
       ops.push_back(size);
     } else if (m->replicas == 1) {
@@ -230,9 +272,13 @@ std::string DescribeSetup(const SearchSetup& s) {
           ? ""
           : fmt::format(", replicated pipelines {} (replicas x micro-batches; {} ops)",
                         fmt::join(replicated, "/"), fmt::join(replicated_ops, "/"));
-  return fmt::format("models of {} replicas ({} ops){}{}, {} warm starts, set-up {:.1f} s",
+  const std::string tensor_parallel =
+      split.empty() ? ""
+                    : fmt::format(", tensor-parallel {} (replicas x shards; {} ops)",
+                                  fmt::join(split, "/"), fmt::join(split_ops, "/"));
+  return fmt::format("models of {} replicas ({} ops){}{}{}, {} warm starts, set-up {:.1f} s",
                      fmt::join(counts, "/"), fmt::join(ops, "/"), pipelines, replicated_pipelines,
-                     s.WarmStarts().size(), s.setup_seconds);
+                     tensor_parallel, s.WarmStarts().size(), s.setup_seconds);
 }
 
 search::RoundOptions RoundOptionsFor(const SearchSetup& setup) {
@@ -262,6 +308,11 @@ std::unique_ptr<search::RunLock> LockOutputDirectory(const std::filesystem::path
 }
 
 std::string DescribeReplicas(const search::ReplicatedModel& model) {
+  if (model.tensor_ways > 1) {
+    const int replicas = model.replicas / model.tensor_ways;
+    return fmt::format("{} replica{} of {} tensor-parallel shards", replicas,
+                       replicas == 1 ? "" : "s", model.tensor_ways);
+  }
   if (model.micro_batches > 1) {
     const std::string micro_batches = fmt::format("{} micro-batches of {}", model.micro_batches,
                                                   model.shard_sizes.front() / model.micro_batches);
@@ -374,6 +425,10 @@ std::unique_ptr<SearchSetup> BuildSearchSetup(const config::Config& config, std:
   search::AddReplicatedPipelineModels(s->models, s->grouping, ForwardBuilderFor(config),
                                       config.model.batch_size, config.model.learning_rate,
                                       pipelines, &s->notes);
+  AddTensorParallelModels(s->models, s->grouping, ForwardBuilderFor(config),
+                          config.model.batch_size, config.model.learning_rate,
+                          TensorParallelShapesFor(config, wanted, devices), kMaxTensorParallelOps,
+                          &s->notes);
   const search::ActionSpace space = search::SpaceOf(devices, s->models);
 
   if (measured) {
@@ -467,6 +522,15 @@ std::vector<std::string> ReplicatedPipelineCounts(const search::ActionSpace& spa
   return counts;
 }
 
+// "R/tT" per tensor-parallel shape of the space, for the run's identity.
+std::vector<std::string> TensorParallelShapes(const search::ActionSpace& space) {
+  std::vector<std::string> shapes;
+  for (const search::TensorParallelShape& t : space.tensor_parallel()) {
+    shapes.push_back(fmt::format("{}/t{}", t.replicas, t.tensor_ways));
+  }
+  return shapes;
+}
+
 }  // namespace
 
 search::RunIdentity RunIdentityFor(const SearchSetup& s) {
@@ -477,7 +541,8 @@ search::RunIdentity RunIdentityFor(const SearchSetup& s) {
           s.names,
           s.simulated->space().replica_counts(),
           s.simulated->space().micro_batch_counts(),
-          ReplicatedPipelineCounts(s.simulated->space())};
+          ReplicatedPipelineCounts(s.simulated->space()),
+          TensorParallelShapes(s.simulated->space())};
 }
 
 }  // namespace placer::setup

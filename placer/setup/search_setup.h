@@ -57,7 +57,8 @@ struct SearchSetup {
   std::unique_ptr<search::CandidateEvaluator> measured;   // null unless search.evaluator: measured
   std::vector<Baseline> baselines;
   // Warm starts derived from the baselines: model parallelism inside each replica, data
-  // parallelism between replicas (a baseline on the first D / R devices, copied R times).
+  // parallelism between replicas (a baseline on the first D / R devices, copied R times); and
+  // with tensor-parallel shapes, each with every group split (Megatron's TP x DP).
   std::vector<search::NamedCandidate> scaled_out;
   // Where the search has pipelines: the pipeline baseline's contiguous stages at every micro-batch
   // count and schedule searched.

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "graph/training_step.h"
+#include "placer/setup/tensor_parallel_models.h"
 
 namespace placer::setup {
 
@@ -18,7 +19,8 @@ SimulatedProblem MakeSimulatedProblem(const graph::ForwardBuilder& build_forward
                                       graph::DeviceSet devices, const sim::CostModel& cost_model,
                                       const std::vector<int>& replica_counts,
                                       const std::vector<int>& micro_batch_counts,
-                                      const std::vector<search::ReplicatedPipeline>& pipelines) {
+                                      const std::vector<search::ReplicatedPipeline>& pipelines,
+                                      const std::vector<search::TensorParallelShape>& split) {
   SimulatedProblem p;
   graph::Graph base = build_forward(batch, 0);
   graph::AppendBackwardAndUpdate(base, learning_rate);
@@ -31,6 +33,8 @@ SimulatedProblem MakeSimulatedProblem(const graph::ForwardBuilder& build_forward
                                 micro_batch_counts, &p.notes);
   search::AddReplicatedPipelineModels(p.models, p.grouping, build_forward, batch, learning_rate,
                                       pipelines, &p.notes);
+  AddTensorParallelModels(p.models, p.grouping, build_forward, batch, learning_rate, split,
+                          kMaxTensorParallelOps, &p.notes);
   std::vector<const search::ReplicatedModel*> models;
   std::vector<graph::Evaluator*> evaluators;
   for (const auto& m : p.models) {

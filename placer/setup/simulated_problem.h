@@ -22,10 +22,10 @@ struct SimulatedProblem {
   graph::Grouping grouping;
   graph::GroupFeatures features;
   std::vector<std::unique_ptr<search::ReplicatedModel>>
-      models;  // [0]: one replica, then per R, per M, per R x M
+      models;  // [0]: one replica, then per R, per M, per R x M, per split
   std::vector<std::unique_ptr<sim::SimulatedEvaluator>> simulators;
   std::unique_ptr<search::CandidateEvaluator> evaluator;
-  std::vector<std::string> notes;  // replica counts left out
+  std::vector<std::string> notes;  // step shapes left out, and why
 
   const graph::Graph& base() const { return models.front()->graph; }
   int num_groups() const { return grouping.num_groups(); }
@@ -40,12 +40,14 @@ struct SimulatedProblem {
 // rows; the base model is it at `batch` with its training step. `cost_model` must outlive it.
 // `micro_batch_counts` above 1 add one-replica pipelines to the action space (a count the model
 // cannot be built with is left out, with the reason in `notes`); `replicated_pipelines` add
-// R x M replicated pipelines (R among `replica_counts`).
+// R x M replicated pipelines (R among `replica_counts`); `tensor_parallel` the tensor-parallel
+// shapes (setup::AddTensorParallelModels; R among `replica_counts`).
 SimulatedProblem MakeSimulatedProblem(
     const graph::ForwardBuilder& build_forward, int64_t batch, double learning_rate,
     const graph::GroupingOptions& grouping, graph::DeviceSet devices,
     const sim::CostModel& cost_model, const std::vector<int>& replica_counts,
     const std::vector<int>& micro_batch_counts = {1},
-    const std::vector<search::ReplicatedPipeline>& replicated_pipelines = {});
+    const std::vector<search::ReplicatedPipeline>& replicated_pipelines = {},
+    const std::vector<search::TensorParallelShape>& tensor_parallel = {});
 
 }  // namespace placer::setup

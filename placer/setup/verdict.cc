@@ -222,8 +222,8 @@ SearchClose CloseSearch(const SearchSetup& setup, const search::SearchOutcome& o
     rows.insert(rows.begin(), Row{fmt::format("learned: {}", methods[answer]), answer, ""});
     const search::Candidate& best = candidates[answer];
     const search::ReplicatedModel& model = setup.judge().model(best);
-    search::WriteBestPlacement(directory, model.graph, setup.judge().PlacementOf(best),
-                               best.replicas, setup.config.model.name(),
+    search::WriteBestPlacement(directory, model.graph, setup.judge().PlacementOf(best), best,
+                               setup.config.model.name(),
                                verdict.results[answer].result.step_seconds, setup.judge().name());
   }
   return {SummaryTable(rows, verdict, ratios) + '\n' + DescribeAnswer(methods, verdict, ratios),

@@ -28,8 +28,9 @@ void AddBaselines(SearchSetup& s, const search::ActionSpace& space) {
                            Uniform(groups, 1, space.SingleDeviceOption(d)), "", 0});
   }
   if (devices > 1) {
-    auto dp = std::find_if(s.models.begin(), s.models.end(),
-                           [&](const auto& m) { return m->replicas == devices; });
+    auto dp = std::find_if(s.models.begin(), s.models.end(), [&](const auto& m) {
+      return m->replicas == devices && m->micro_batches == 1 && m->tensor_ways == 1;
+    });
     if (dp != s.models.end()) {
       s.baselines.push_back({fmt::format("data parallel ({})", fmt::join((*dp)->shard_sizes, "/")),
                              Uniform(groups, devices, space.SpreadOption(devices)), "", 0});
@@ -152,12 +153,28 @@ void AddPipelineStarts(SearchSetup& s, const search::ActionSpace& space) {
   }
 }
 
+// Every tensor-parallel shape with every group spread over all its copies: each replica split T
+// ways with every shard on its own device, what no split reaches on each replica's first device,
+// the replicas side by side. That is the Megatron-style baseline's TP x DP placement of the
+// same shape (placer/baselines/megatron.h).
+void AddTensorParallelStarts(SearchSetup& s, const search::ActionSpace& space) {
+  const int groups = s.grouping.num_groups();
+  for (const search::TensorParallelShape& t : space.tensor_parallel()) {
+    search::Candidate split = Uniform(groups, t.replicas, space.SpreadOption(t.replicas));
+    split.tensor_ways = t.tensor_ways;
+    s.scaled_out.push_back({fmt::format("tensor parallel {} x data parallel {}", t.tensor_ways,
+                                        t.replicas / t.tensor_ways),
+                            std::move(split)});
+  }
+}
+
 }  // namespace
 
 void AddWarmStarts(SearchSetup& s, const search::ActionSpace& space) {
   AddBaselines(s, space);
   AddScaledOut(s, space);
   AddPipelineStarts(s, space);
+  AddTensorParallelStarts(s, space);
 }
 
 }  // namespace placer::setup

@@ -1,0 +1,157 @@
+#include "placer/setup/tensor_parallel_models.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+#include <unordered_map>
+
+#include "graph/step_names.h"
+#include "graph/tensor_parallel.h"
+#include "placer/baselines/megatron.h"
+
+namespace placer::setup {
+
+std::vector<search::TensorParallelShape> DefaultTensorParallelShapes(
+    int num_devices, int devices_per_host, const std::vector<int>& replica_counts) {
+  const int host = devices_per_host > 0 ? devices_per_host : num_devices;
+  std::vector<search::TensorParallelShape> shapes;
+  for (int ways = 2; ways <= host && ways <= num_devices; ways *= 2) {
+    if (host % ways != 0 || num_devices % ways != 0) continue;
+    if (std::find(replica_counts.begin(), replica_counts.end(), num_devices) !=
+        replica_counts.end()) {
+      shapes.push_back({num_devices, ways});
+    }
+  }
+  return shapes;
+}
+
+namespace {
+
+// The step of one shape, mapped onto the groups of `base`.
+search::ReplicatedModel TensorParallelModel(const graph::Graph& base,
+                                            const graph::Grouping& grouping,
+                                            const graph::ForwardBuilder& build_forward,
+                                            int64_t batch, double learning_rate,
+                                            const search::TensorParallelShape& shape,
+                                            const std::vector<std::string>& column_starts) {
+  const int replicas = shape.replicas / shape.tensor_ways;
+  if (batch % replicas != 0) {
+    throw graph::GraphError(fmt::format("{} rows do not split over {} replicas", batch, replicas));
+  }
+  // One replica's forward as the model builds it, to name the model op each split op serves.
+  std::optional<graph::Graph> replica_forward;
+  const graph::ForwardBuilder keep_first = [&](int64_t rows, int64_t normalizer) {
+    graph::Graph forward = build_forward(rows, normalizer);
+    if (!replica_forward) replica_forward = forward;
+    return forward;
+  };
+  std::vector<std::string> copies;
+  for (int c = 0; c < shape.replicas; ++c) copies.push_back(fmt::format("copy{}", c));
+  baselines::MegatronStep step =
+      baselines::BuildMegatronStep(keep_first, batch, learning_rate, copies,
+                                   {.tensor_ways = shape.tensor_ways}, nullptr, column_starts);
+  const graph::TensorParallelGraph& split = step.split.value();
+  std::unordered_map<std::string, int> group_of_name;  // of the split forward's ops
+  for (graph::OpId id = 0; id < split.forward.num_ops(); ++id) {
+    const std::string& source = replica_forward->op(split.source_op[static_cast<size_t>(id)]).name;
+    const std::optional<graph::OpId> in_base = base.FindOp(source);
+    if (!in_base) {
+      throw graph::GraphError(fmt::format("op '{}' of a replica is not in the model", source));
+    }
+    group_of_name[split.forward.op(id).name] = grouping.group_of_op[static_cast<size_t>(*in_base)];
+  }
+  search::ReplicatedModel model;
+  model.replicas = shape.replicas;
+  model.tensor_ways = shape.tensor_ways;
+  model.shard_sizes.assign(static_cast<size_t>(replicas), batch / replicas);
+  model.graph = std::move(step.graph);
+  model.group_of_op.assign(static_cast<size_t>(model.graph.num_ops()), -1);
+  model.replica_of_op.assign(static_cast<size_t>(model.graph.num_ops()), -1);
+  model.forward_ops = model.graph.OpsInPhase(graph::Phase::kForward);
+  for (graph::OpId id : model.forward_ops) {
+    const auto op = static_cast<size_t>(id);
+    const std::string& name = model.graph.op(id).name;
+    const auto group = group_of_name.find(graph::ParseStepName(name).base);
+    if (group == group_of_name.end()) {
+      throw graph::GraphError(fmt::format("op '{}' of the split step has no group", name));
+    }
+    model.group_of_op[op] = group->second;
+    // BuildMegatronStep's device of a forward op, one stage: replica r's shard s on r T + s.
+    model.replica_of_op[op] = step.placement.device_of_op[op];
+  }
+  model.num_groups = grouping.num_groups();
+  return model;
+}
+
+}  // namespace
+
+void AddTensorParallelModels(std::vector<std::unique_ptr<search::ReplicatedModel>>& models,
+                             const graph::Grouping& grouping,
+                             const graph::ForwardBuilder& build_forward, int64_t batch,
+                             double learning_rate,
+                             const std::vector<search::TensorParallelShape>& shapes,
+                             int64_t max_ops, std::vector<std::string>* notes) {
+  // Megatron's starts at each T, picked once (the pick dominates the build of a large model's
+  // steps). Ways whose pick is refused or finds no pair give no shape at all: one note per
+  // reason, not one per shape (a convolutional network has no pair at any T).
+  std::map<int, std::vector<std::string>> starts_of_ways;
+  std::map<std::string, std::vector<int>> ways_left_out;  // by reason
+  if (!shapes.empty()) {
+    const graph::Graph forward = build_forward(batch, 0);
+    for (const search::TensorParallelShape& shape : shapes) {
+      const int ways = shape.tensor_ways;
+      if (starts_of_ways.contains(ways)) continue;
+      std::vector<std::string>& starts = starts_of_ways[ways];
+      try {
+        starts = graph::MegatronColumnStarts(forward, ways);
+        if (starts.empty())
+          ways_left_out["no linear layer pair of the model splits so"].push_back(ways);
+      } catch (const graph::GraphError& error) {
+        ways_left_out[error.what()].push_back(ways);
+      }
+    }
+    for (const auto& [reason, ways] : ways_left_out) {
+      if (notes != nullptr) {
+        notes->push_back(
+            fmt::format("no tensor-parallel shapes of {} ways: {}", fmt::join(ways, "/"), reason));
+      }
+    }
+  }
+  // A split shape's copies are placed by the options of its replica count, so it needs that
+  // count's model (which a batch the export fixed can keep from being built).
+  std::set<int> replica_counts;
+  for (const auto& m : models) {
+    if (m->micro_batches == 1 && m->tensor_ways == 1) replica_counts.insert(m->replicas);
+  }
+  for (const search::TensorParallelShape& shape : shapes) {
+    if (starts_of_ways.at(shape.tensor_ways).empty()) continue;
+    try {
+      if (!replica_counts.contains(shape.replicas)) {
+        throw graph::GraphError(
+            fmt::format("the step of {} replicas, whose options place its copies, was not built",
+                        shape.replicas));
+      }
+      auto model = std::make_unique<search::ReplicatedModel>(
+          TensorParallelModel(models.front()->graph, grouping, build_forward, batch, learning_rate,
+                              shape, starts_of_ways.at(shape.tensor_ways)));
+      if (model->graph.num_ops() > max_ops) {
+        throw graph::GraphError(
+            fmt::format("its {} ops are over {}", model->graph.num_ops(), max_ops));
+      }
+      models.push_back(std::move(model));
+    } catch (const graph::GraphError& error) {
+      if (notes != nullptr) {
+        notes->push_back(fmt::format("{} replica{} of {} tensor-parallel shards left out: {}",
+                                     shape.replicas / shape.tensor_ways,
+                                     shape.replicas == shape.tensor_ways ? "" : "s",
+                                     shape.tensor_ways, error.what()));
+      }
+    }
+  }
+}
+
+}  // namespace placer::setup
