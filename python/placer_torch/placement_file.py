@@ -93,9 +93,17 @@ def read_placement_file(path):
                 f"{path}: '{key}' needs the model's whole op list, which placer_torch does not "
                 "have; apply a file that lists every op, such as best_placement.yaml of "
                 "`placer search`")
+    if data.get("tensor_ways", 1) != 1:
+        split = next((name for name in (data.get("placement") or {}) if "tp1/" in str(name)), None)
+        raise PlacementError(
+            f"{path}: 'tensor_ways: {data['tensor_ways']}': placer_torch does not run "
+            "tensor-parallel shards yet" + (f" (op '{split}' is shard 1 of a split layer)"
+                                            if split else "") +
+            "; evaluate the file with `placer evaluate --placement`, or search with "
+            "`search.tensor_ways: [1]` for answers without them")
     # model and step_time_seconds: what `placer search` notes about the placement.
     unknown = sorted(set(data) - {"devices", "replicas", "micro_batches", "schedule", "default",
-                                  "placement", "model", "step_time_seconds"})
+                                  "placement", "model", "step_time_seconds", "tensor_ways"})
     if unknown:
         raise PlacementError(f"{path}: unknown key '{unknown[0]}'")
     devices = data.get("devices")

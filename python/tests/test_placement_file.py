@@ -87,6 +87,9 @@ class PlacementFileTest(unittest.TestCase):
             ("devices: [cpu:0]\nreplicas: 2\nmicro_batches: 2\n"
              "placement: {r0/m0/a: 0, r0/m1/a: 0, r1/m0/a: 0, r1/m1/b: 0}\n",
              "replica 0's micro-batch 0 and replica 1's micro-batch 1 do not hold the same ops"),
+            ("devices: [cpu:0, cpu:1]\ntensor_ways: 2\nplacement: {tp0/q: 0, tp1/q: 1}\n",
+             "'tensor_ways: 2': placer_torch does not run tensor-parallel shards yet (op 'tp1/q' "
+             "is shard 1 of a split layer)"),
         ]
         for text, expected in cases:
             with self.subTest(text=text):
