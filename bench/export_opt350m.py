@@ -1,0 +1,50 @@
+#!/usr/bin/env python3
+"""OPT-350m's configuration from transformers (random weights, nothing downloaded), exported to
+ONNX in training mode with a dynamic batch, for issue 29's GPT-style target: the logits of the
+next token, as bench/model_sweep.py wraps decoders; sequences of 128 tokens.
+
+    source scripts/lib.sh && "$(placer_python)" bench/export_opt350m.py /tmp/opt/opt350m.onnx
+
+(25 s and a 1.3 GB file on the development VM.)
+"""
+
+import sys
+import warnings
+
+import torch
+import transformers
+
+SEQUENCE = 128
+
+
+def main(path):
+    config = transformers.OPTConfig(vocab_size=50272, hidden_size=1024, num_hidden_layers=24,
+                                    ffn_dim=4096, num_attention_heads=16, word_embed_proj_dim=512,
+                                    max_position_embeddings=2048, do_layer_norm_before=False,
+                                    dropout=0.0, attention_dropout=0.0)
+    torch.manual_seed(0)
+    model = transformers.OPTForCausalLM(config)
+
+    class NextToken(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.m = model
+
+        def forward(self, input_ids, attention_mask):
+            out = self.m(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
+            return out.logits[:, -1]
+
+    ids = torch.randint(3, 1000, (2, SEQUENCE))
+    mask = torch.ones(2, SEQUENCE, dtype=torch.int64)
+    names = ["input_ids", "attention_mask"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(NextToken().train(), (ids, mask), path, dynamo=False, opset_version=17,
+                          training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                          input_names=names, output_names=["logits"],
+                          dynamic_axes={n: {0: "batch"} for n in names + ["logits"]})
+    print(f"{path}: {sum(p.numel() for p in model.parameters())} parameters")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
