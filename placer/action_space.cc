@@ -11,6 +11,17 @@
 
 namespace placer::search {
 
+namespace {
+
+// Sorted, each value once: the counts and shapes a caller may give in any order, repeated.
+template <typename T>
+void SortUnique(std::vector<T>& values) {
+  std::sort(values.begin(), values.end());
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+}
+
+}  // namespace
+
 ActionSpace::ActionSpace(int num_devices, std::vector<int> replica_counts,
                          std::vector<int> micro_batch_counts,
                          std::vector<ReplicatedPipeline> replicated_pipelines,
@@ -18,9 +29,7 @@ ActionSpace::ActionSpace(int num_devices, std::vector<int> replica_counts,
     : num_devices_(num_devices) {
   if (num_devices < 1) throw std::invalid_argument("the action space needs at least one device");
   replica_counts.push_back(1);
-  std::sort(replica_counts.begin(), replica_counts.end());
-  replica_counts.erase(std::unique(replica_counts.begin(), replica_counts.end()),
-                       replica_counts.end());
+  SortUnique(replica_counts);
   for (int r : replica_counts) {
     if (r < 1 || r > num_devices) {
       throw std::invalid_argument(fmt::format(
@@ -29,9 +38,7 @@ ActionSpace::ActionSpace(int num_devices, std::vector<int> replica_counts,
   }
   replica_counts_ = std::move(replica_counts);
   micro_batch_counts.push_back(1);
-  std::sort(micro_batch_counts.begin(), micro_batch_counts.end());
-  micro_batch_counts.erase(std::unique(micro_batch_counts.begin(), micro_batch_counts.end()),
-                           micro_batch_counts.end());
+  SortUnique(micro_batch_counts);
   if (micro_batch_counts.front() < 1) {
     throw std::invalid_argument(fmt::format("micro-batch count {} is not a count (at least 1)",
                                             micro_batch_counts.front()));
@@ -44,13 +51,12 @@ ActionSpace::ActionSpace(int num_devices, std::vector<int> replica_counts,
       shapes_.push_back({1, m, schedule});
     }
   }
-  std::sort(replicated_pipelines.begin(), replicated_pipelines.end());
-  replicated_pipelines.erase(std::unique(replicated_pipelines.begin(), replicated_pipelines.end()),
-                             replicated_pipelines.end());
+  auto is_replica_count = [&](int r) {
+    return std::binary_search(replica_counts_.begin(), replica_counts_.end(), r);
+  };
+  SortUnique(replicated_pipelines);
   for (const ReplicatedPipeline& p : replicated_pipelines) {
-    if (p.replicas < 2 || p.micro_batches < 2 ||
-        std::find(replica_counts_.begin(), replica_counts_.end(), p.replicas) ==
-            replica_counts_.end()) {
+    if (p.replicas < 2 || p.micro_batches < 2 || !is_replica_count(p.replicas)) {
       throw std::invalid_argument(fmt::format(
           "replicated pipeline of {} replicas x {} micro-batches: it needs a replica count of the "
           "space ({}) above 1 and at least 2 micro-batches",
@@ -61,13 +67,9 @@ ActionSpace::ActionSpace(int num_devices, std::vector<int> replica_counts,
     }
   }
   replicated_pipelines_ = std::move(replicated_pipelines);
-  std::sort(tensor_parallel.begin(), tensor_parallel.end());
-  tensor_parallel.erase(std::unique(tensor_parallel.begin(), tensor_parallel.end()),
-                        tensor_parallel.end());
+  SortUnique(tensor_parallel);
   for (const TensorParallelShape& t : tensor_parallel) {
-    if (t.tensor_ways < 2 || t.replicas % t.tensor_ways != 0 ||
-        std::find(replica_counts_.begin(), replica_counts_.end(), t.replicas) ==
-            replica_counts_.end()) {
+    if (t.tensor_ways < 2 || t.replicas % t.tensor_ways != 0 || !is_replica_count(t.replicas)) {
       throw std::invalid_argument(fmt::format(
           "{} copies in {} tensor-parallel shards: the copies must be a replica count of the "
           "space ({}) that the shards, at least 2, divide",
