@@ -16,6 +16,7 @@
 #include "cli/worker_command.h"
 #include "graph/micro_batches.h"
 #include "graph/placement.h"
+#include "placer/action_space.h"
 #include "placer/baselines/baselines.h"
 #include "placer/config/config.h"
 #include "placer/setup/devices.h"
@@ -203,7 +204,7 @@ int Evaluate(const Commands& c) {
     }
     if (const int ways = TensorWaysFor(c); ways > 1) {
       description +=
-          fmt::format(" ({} replica(s) x {} tensor-parallel shards)", ReplicasFor(c, config), ways);
+          fmt::format(" ({})", search::DescribeTensorParallel(ReplicasFor(c, config) * ways, ways));
     }
   }
   const graph::Graph& graph = dp ? dp->graph : model;

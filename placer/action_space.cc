@@ -338,12 +338,17 @@ std::string Summarise(const ActionSpace& space, const Candidate& candidate,
                                    : fmt::format(", {} micro-batches, {}", candidate.micro_batches,
                                                  graph::ToString(candidate.schedule));
   if (candidate.tensor_ways > 1) {
-    const int replicas = candidate.replicas / candidate.tensor_ways;
-    return fmt::format("{} replica{} of {} tensor-parallel shards: {}", replicas,
-                       replicas == 1 ? "" : "s", candidate.tensor_ways, fmt::join(parts, ", "));
+    return fmt::format("{}: {}", DescribeTensorParallel(candidate.replicas, candidate.tensor_ways),
+                       fmt::join(parts, ", "));
   }
   return fmt::format("{} replica{}{}{}: {}", candidate.replicas, candidate.replicas == 1 ? "" : "s",
                      kind, pipeline, fmt::join(parts, ", "));
+}
+
+std::string DescribeTensorParallel(int copies, int ways) {
+  const int replicas = copies / ways;
+  return fmt::format("{} replica{} of {} tensor-parallel shards", replicas,
+                     replicas == 1 ? "" : "s", ways);
 }
 
 namespace {

@@ -229,6 +229,8 @@ std::string Summarise(const ActionSpace& space, const Candidate& candidate,
 // Data and model parallelism at once: several replicas, and groups that do not all share one
 // option (plain data parallelism, over some of the devices, is not a hybrid).
 bool IsHybrid(const Candidate& candidate);
+// "2 replicas of 4 tensor-parallel shards": `copies` copies of each group split `ways` ways.
+std::string DescribeTensorParallel(int copies, int ways);
 
 // A short text key of a candidate ("R|" then one byte per group; "R/M/schedule|" with
 // micro-batches, "R/M/schedule/tT|" with tensor ways), for caches and logs.

@@ -6,8 +6,8 @@
 
 #include "graph/micro_batches.h"
 #include "graph/onnx_loader.h"
-#include "placer/baselines/megatron.h"
 #include "placer/setup/input_error.h"
+#include "placer/setup/tensor_parallel_models.h"
 
 namespace placer::setup {
 
@@ -83,13 +83,9 @@ graph::Graph BuildStep(const config::Config& config, StepShape shape) {
           fmt::format("{} micro-batches of tensor-parallel replicas: not a step the search gives",
                       shape.micro_batches));
     }
-    std::vector<std::string> copies;
-    for (int c = 0; c < shape.replicas * shape.tensor_ways; ++c) {
-      copies.push_back(fmt::format("copy{}", c));
-    }
-    return baselines::BuildMegatronStep(ForwardBuilderFor(config), config.model.batch_size,
-                                        config.model.learning_rate, copies,
-                                        {.tensor_ways = shape.tensor_ways})
+    return BuildTensorParallelStep(
+               ForwardBuilderFor(config), config.model.batch_size, config.model.learning_rate,
+               {.replicas = shape.replicas * shape.tensor_ways, .tensor_ways = shape.tensor_ways})
         .graph;
   }
   if (shape.micro_batches > 1) {

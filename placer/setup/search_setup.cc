@@ -308,11 +308,8 @@ std::unique_ptr<search::RunLock> LockOutputDirectory(const std::filesystem::path
 }
 
 std::string DescribeReplicas(const search::ReplicatedModel& model) {
-  if (model.tensor_ways > 1) {
-    const int replicas = model.replicas / model.tensor_ways;
-    return fmt::format("{} replica{} of {} tensor-parallel shards", replicas,
-                       replicas == 1 ? "" : "s", model.tensor_ways);
-  }
+  if (model.tensor_ways > 1)
+    return search::DescribeTensorParallel(model.replicas, model.tensor_ways);
   if (model.micro_batches > 1) {
     const std::string micro_batches = fmt::format("{} micro-batches of {}", model.micro_batches,
                                                   model.shard_sizes.front() / model.micro_batches);

@@ -11,7 +11,6 @@
 
 #include "graph/step_names.h"
 #include "graph/tensor_parallel.h"
-#include "placer/baselines/megatron.h"
 
 namespace placer::setup {
 
@@ -27,6 +26,18 @@ std::vector<search::TensorParallelShape> DefaultTensorParallelShapes(
     }
   }
   return shapes;
+}
+
+baselines::MegatronStep BuildTensorParallelStep(
+    const graph::ForwardBuilder& build_forward, int64_t batch, double learning_rate,
+    const search::TensorParallelShape& shape,
+    std::optional<std::vector<std::string>> column_starts) {
+  // Names only: the copies are devices of the step's placement, which a candidate's options set.
+  std::vector<std::string> copies;
+  for (int c = 0; c < shape.replicas; ++c) copies.push_back(fmt::format("copy{}", c));
+  return baselines::BuildMegatronStep(build_forward, batch, learning_rate, copies,
+                                      {.tensor_ways = shape.tensor_ways}, nullptr,
+                                      std::move(column_starts));
 }
 
 namespace {
@@ -49,11 +60,8 @@ search::ReplicatedModel TensorParallelModel(const graph::Graph& base,
     if (!replica_forward) replica_forward = forward;
     return forward;
   };
-  std::vector<std::string> copies;
-  for (int c = 0; c < shape.replicas; ++c) copies.push_back(fmt::format("copy{}", c));
   baselines::MegatronStep step =
-      baselines::BuildMegatronStep(keep_first, batch, learning_rate, copies,
-                                   {.tensor_ways = shape.tensor_ways}, nullptr, column_starts);
+      BuildTensorParallelStep(keep_first, batch, learning_rate, shape, column_starts);
   const graph::TensorParallelGraph& split = step.split.value();
   std::unordered_map<std::string, int> group_of_name;  // of the split forward's ops
   for (graph::OpId id = 0; id < split.forward.num_ops(); ++id) {
@@ -145,10 +153,9 @@ void AddTensorParallelModels(std::vector<std::unique_ptr<search::ReplicatedModel
       models.push_back(std::move(model));
     } catch (const graph::GraphError& error) {
       if (notes != nullptr) {
-        notes->push_back(fmt::format("{} replica{} of {} tensor-parallel shards left out: {}",
-                                     shape.replicas / shape.tensor_ways,
-                                     shape.replicas == shape.tensor_ways ? "" : "s",
-                                     shape.tensor_ways, error.what()));
+        notes->push_back(fmt::format(
+            "{} left out: {}", search::DescribeTensorParallel(shape.replicas, shape.tensor_ways),
+            error.what()));
       }
     }
   }

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "graph/grouping.h"
 #include "graph/ir.h"
 #include "placer/action_space.h"
+#include "placer/baselines/megatron.h"
 #include "placer/candidate_evaluator.h"
 
 namespace placer::setup {
@@ -27,6 +29,13 @@ namespace placer::setup {
 // split step takes seconds to build).
 std::vector<search::TensorParallelShape> DefaultTensorParallelShapes(
     int num_devices, int devices_per_host, const std::vector<int>& replica_counts);
+
+// The step of `shape` as the search places it and placement files name it: BuildMegatronStep
+// over shape.replicas copies, T = shape.tensor_ways ways; `column_starts` as there.
+baselines::MegatronStep BuildTensorParallelStep(
+    const graph::ForwardBuilder& build_forward, int64_t batch, double learning_rate,
+    const search::TensorParallelShape& shape,
+    std::optional<std::vector<std::string>> column_starts = {});
 
 // The most ops of a split step the search builds: the Megatron-style row's bound.
 inline constexpr int64_t kMaxTensorParallelOps = 250'000;
