@@ -29,6 +29,7 @@
 #include "placer/config/config.h"
 #include "placer/edit_model.h"
 #include "placer/refiner.h"
+#include "placer/setup/portable_float.h"
 #include "placer/setup/pretraining.h"
 #include "placer/setup/search_setup.h"
 #include "placer/setup/simulated_problem.h"
@@ -192,6 +193,7 @@ void Summarise(const Tally& tally, int seeds, const std::vector<int>& budgets) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  placer::setup::UsePortableFloatKernels();  // its pretraining: the same file on every host
   if (argc >= 3 && std::string(argv[1]) == "pretrain") {
     setup::PretrainOptions o;
     if (argc > 3) o.iterations = std::stoi(argv[3]);

@@ -32,6 +32,7 @@
 #include "placer/graph_policy.h"
 #include "placer/refiner.h"
 #include "placer/setup/policy_pretraining.h"
+#include "placer/setup/portable_float.h"
 #include "placer/setup/search_setup.h"
 #include "placer/setup/simulated_problem.h"
 
@@ -171,6 +172,7 @@ int Validate(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  placer::setup::UsePortableFloatKernels();  // its pretraining: the same network on every host
   const std::string mode = argc > 1 ? argv[1] : "";
   int rc = 2;
   if (mode == "pretrain") rc = Pretrain(argc, argv);

@@ -21,6 +21,7 @@
 #include "placer/config/config.h"
 #include "placer/setup/devices.h"
 #include "placer/setup/model_factory.h"
+#include "placer/setup/portable_float.h"
 #include "placer/setup/pretraining.h"
 #include "placer/setup/search_setup.h"
 #include "proto/writers.h"
@@ -506,7 +507,10 @@ void RegisterCommands(CLI::App& app, Commands& c) {
       ->capture_default_str();
   pretrain->add_option("--seed", c.pretrain_seed, "seed of the corpus and the training")
       ->capture_default_str();
-  pretrain->callback([&c] { c.run = [&c] { return Pretrain(c); }; });
+  pretrain->callback([&c] {
+    setup::UsePortableFloatKernels();  // now: the kernels are chosen at the first tensor op
+    c.run = [&c] { return Pretrain(c); };
+  });
   train->add_option("--max-steps", c.max_steps, "cap on minibatches per epoch (0: all)")
       ->capture_default_str();
 }

@@ -18,6 +18,7 @@
 
 #include "placer/graph_policy.h"
 #include "placer/refiner.h"
+#include "placer/setup/portable_float.h"
 #include "placer/setup/pretraining_progress.h"
 #include "placer/setup/simulated_problem.h"
 
@@ -261,6 +262,7 @@ std::vector<PolicyPretrainProgress> PretrainPolicy(const std::vector<PolicyCorpu
     LoadLabels(labelled, directory / kLabelsFile);
     log << fmt::format("resuming after iteration {}\n", done);
   }
+  if (const std::string note = PortableFloatKernelsNote(); !note.empty()) log << note << '\n';
   // Deterministic training: one intra-op thread.
   const int threads = at::get_num_threads();
   at::set_num_threads(1);

@@ -13,6 +13,7 @@
 
 #include "placer/baselines/baselines.h"
 #include "placer/refiner.h"
+#include "placer/setup/portable_float.h"
 #include "placer/setup/pretraining_progress.h"
 #include "placer/setup/simulated_problem.h"
 #include "runtime/sim/cost_model.h"
@@ -189,6 +190,7 @@ std::vector<PretrainProgress> Pretrain(const PretrainOptions& o,
     model = search::EditModel::Load(directory / kEditModelFile, loading);
     log << fmt::format("resuming after iteration {} ({} samples)\n", done, data.samples.size());
   }
+  if (const std::string note = PortableFloatKernelsNote(); !note.empty()) log << note << '\n';
   // Deterministic training: one intra-op thread.
   const int threads = at::get_num_threads();
   at::set_num_threads(1);
