@@ -11,6 +11,7 @@
 
 #include "graph/ops.h"
 #include "graph/ring_all_reduce.h"
+#include "graph/shared_values.h"
 #include "graph/step_names.h"
 #include "graph/training_step.h"
 
@@ -391,8 +392,8 @@ class Sharder {
         slice.producer = kNoOp;
         slice.consumers.clear();
         if (tensor.init.kind == Initializer::Kind::kValues) {
-          slice.init.values = std::make_shared<const std::vector<float>>(
-              SliceValues(*tensor.init.values, tensor.shape, axis, s * size, size));
+          slice.init.values =
+              SharedValues(SliceValues(*tensor.init.values, tensor.shape, axis, s * size, size));
         }
         result_.parameter_slices.push_back({.name = slice.name,
                                             .source = tensor.name,

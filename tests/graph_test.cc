@@ -3,9 +3,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "graph/ir.h"
 #include "graph/models.h"
 #include "graph/ops.h"
+#include "graph/shared_values.h"
 #include "graph/training_step.h"
 
 namespace placer::graph {
@@ -15,6 +18,16 @@ using ::testing::HasSubstr;
 
 const Shape& OutputShape(const Graph& g, const std::string& op) {
   return g.tensor(g.op(*g.FindOp(op)).outputs.at(0)).shape;
+}
+
+TEST(SharedValuesTest, EqualValuesAreOneVectorBitForBitWhileHeld) {
+  const auto a = graph::SharedValues({1.0f, 0.0f, 2.5f});
+  EXPECT_EQ(graph::SharedValues({1.0f, 0.0f, 2.5f}).get(), a.get());
+  EXPECT_NE(graph::SharedValues({1.0f, -0.0f, 2.5f}).get(), a.get());  // equal floats, other bits
+  EXPECT_NE(graph::SharedValues({1.0f, 0.0f}).get(), a.get());
+  EXPECT_TRUE(std::signbit((*graph::SharedValues({1.0f, -0.0f, 2.5f}))[1]));
+  const std::weak_ptr<const std::vector<float>> held = graph::SharedValues({7.0f, 8.0f});
+  EXPECT_TRUE(held.expired());  // nobody holds them: the table does not keep them alive
 }
 
 TEST(LeNetTest, ForwardShapesFollowTheD2lChapter) {

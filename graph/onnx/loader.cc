@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "graph/ops.h"
+#include "graph/shared_values.h"
 #include "graph/training_step.h"
 #include "placer_onnx.pb.h"
 
@@ -254,7 +255,7 @@ TensorId Loader::Materialize(const Value& value, const std::string& value_name, 
     Initializer init;
     if (k.has_data) {
       init.kind = Initializer::Kind::kValues;
-      init.values = std::make_shared<const std::vector<float>>(k.f.begin(), k.f.end());
+      init.values = SharedValues(std::vector<float>(k.f.begin(), k.f.end()));
     } else if (role == Role::kScale) {
       init.kind = Initializer::Kind::kOnes;
     } else if (k.shape.size() <= 1) {

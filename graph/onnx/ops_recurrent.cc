@@ -4,6 +4,7 @@
 
 #include "graph/onnx/loader.h"
 #include "graph/ops.h"
+#include "graph/shared_values.h"
 
 namespace placer::graph::onnx {
 namespace {
@@ -61,16 +62,16 @@ std::vector<std::vector<TensorId>> Weights(Loader& l, const CellKind& kind, size
                                      : fmt::format("{}.{}{}", k.name, direction_names[d], suffix);
         Initializer init;
         if (k.has_data) {
-          auto values = std::make_shared<std::vector<float>>();
+          std::vector<float> values;
           for (int64_t g = 0; g < gates; ++g) {
             const int64_t row0 =
                 d * rows + half * gates * hidden + kind.from_onnx[static_cast<size_t>(g)] * hidden;
             for (int64_t e = row0 * columns; e < (row0 + hidden) * columns; ++e) {
-              values->push_back(static_cast<float>(k.f[static_cast<size_t>(e)]));
+              values.push_back(static_cast<float>(k.f[static_cast<size_t>(e)]));
             }
           }
           init.kind = Initializer::Kind::kValues;
-          init.values = std::move(values);
+          init.values = SharedValues(std::move(values));
         } else if (bias) {
           init.kind = Initializer::Kind::kZeros;
         } else {
