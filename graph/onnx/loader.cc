@@ -289,9 +289,12 @@ TensorId Loader::Tensor(size_t k, Role role) {
 void Loader::DeclareInputs() {
   const pb::GraphProto& g = model_->graph();
   std::unordered_set<std::string> initializers;
-  for (const pb::TensorProto& t : g.initializer()) {
+  for (pb::TensorProto& t : *model_->mutable_graph()->mutable_initializer()) {
     if (t.name().empty()) throw GraphError("an initializer has no name");
     Known k = FromTensorProto(t, t.name());
+    // Its bytes are in `k` now: freed (swapped out; a cleared or reassigned string keeps its
+    // buffer), since an export's weights are most of the file and the load would hold them twice.
+    if (t.has_raw_data()) std::string().swap(*t.mutable_raw_data());
     k.trainable = k.is_float() && k.size() > 1;
     initializers.insert(t.name());
     values_[t.name()] =

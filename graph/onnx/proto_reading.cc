@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 
 #include "graph/onnx/loader.h"
 #include "placer_onnx.pb.h"
@@ -173,7 +173,9 @@ Known FromTensorProto(const pb::TensorProto& t, const std::string& name) {
   return k;
 }
 
-std::string ReadFile(const std::filesystem::path& file) {
+namespace {
+
+std::ifstream OpenFile(const std::filesystem::path& file) {
   std::error_code error;
   if (std::filesystem::is_directory(file, error)) {
     throw GraphError(fmt::format("{}: cannot read: it is a directory", file.string()));
@@ -182,20 +184,33 @@ std::string ReadFile(const std::filesystem::path& file) {
   if (!in) {
     throw GraphError(fmt::format("{}: cannot read: {}", file.string(), std::strerror(errno)));
   }
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  if (in.bad()) throw GraphError(fmt::format("{}: cannot read", file.string()));
-  return bytes.str();
+  return in;
 }
 
+}  // namespace
+
+std::string ReadFile(const std::filesystem::path& file) {
+  std::ifstream in = OpenFile(file);
+  std::string bytes;
+  std::error_code error;
+  const std::uintmax_t size = std::filesystem::file_size(file, error);
+  if (!error) bytes.reserve(size);
+  char buffer[1 << 16];
+  while (in.read(buffer, sizeof buffer) || in.gcount() > 0) bytes.append(buffer, in.gcount());
+  if (in.bad()) throw GraphError(fmt::format("{}: cannot read", file.string()));
+  return bytes;
+}
+
+// Parsed from the stream: a file read into memory first would be held twice, and an export's
+// weights are most of it (1.3 GB for OPT-350m).
 pb::ModelProto ParseModel(const std::filesystem::path& file) {
-  const std::string bytes = ReadFile(file);
+  std::ifstream in = OpenFile(file);
+  const bool empty = in.peek() == std::ifstream::traits_type::eof();
   pb::ModelProto model;
-  if (bytes.empty() || !model.ParseFromString(bytes) || !model.has_graph()) {
+  if (empty || !model.ParseFromIstream(&in) || !model.has_graph()) {
     throw GraphError(fmt::format(
         "{}: not an ONNX model: the file is {}", file.string(),
-        bytes.empty() ? "empty"
-                      : "truncated, corrupt or of another format (protobuf parse failed)"));
+        empty ? "empty" : "truncated, corrupt or of another format (protobuf parse failed)"));
   }
   return model;
 }
