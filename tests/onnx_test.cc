@@ -365,6 +365,26 @@ TEST(OnnxBatchTest, TheModelFactoryReportsAndThrowsTheBatchError) {
   EXPECT_EQ(setup::BatchProblem(lenet, 3), std::nullopt);
 }
 
+// A step's replicas, micro-batches and shards ask for the same forward many times: the export is
+// read once per batch (and loss normaliser), the forward built from it copied.
+TEST(OnnxBatchTest, TheForwardBuilderReadsTheExportOncePerBatch) {
+  const test_support::TempDir temp("placer_onnx_forwards");
+  const fs::path& dir = temp.path();
+  ox::Model m = ox::SmallClassifier();
+  m.inputs = {ox::SymbolicFloatValue("x", {-1, 4})};
+  m.outputs = {ox::SymbolicFloatValue("logits", {-1, 3})};
+  std::ofstream(dir / "dynamic.onnx", std::ios::binary) << ox::Encode(m);
+  std::ofstream(dir / "c.yaml") << "model:\n  onnx: dynamic.onnx\n  batch_size: 4\n";
+  const graph::ForwardBuilder build = setup::ForwardBuilderFor(config::LoadConfig(dir / "c.yaml"));
+  const graph::Graph first = build(2, 4);
+  fs::remove(dir / "dynamic.onnx");  // read already: what it built is built again from memory
+  const graph::Graph again = build(2, 4);
+  EXPECT_EQ(again.num_ops(), first.num_ops());
+  EXPECT_EQ(again.tensor(again.TensorByName("x")).shape, (graph::Shape{2, 4}));
+  EXPECT_THAT([&] { build(3, 4); },
+              ::testing::ThrowsMessage<graph::GraphError>(HasSubstr("dynamic.onnx")));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Conformance: ONNX's backend node tests.
 
