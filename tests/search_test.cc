@@ -23,6 +23,7 @@
 #include "placer/learner.h"
 #include "placer/run_directory.h"
 #include "placer/setup/simulated_problem.h"
+#include "placer/setup/verdict.h"
 #include "placer/verifier.h"
 #include "proto/writers.h"
 #include "runtime/executor.h"
@@ -357,6 +358,28 @@ TEST(VerifierTest, ADeterministicJudgeKeepsOneRoundAndTheSimplestOfEquallyFastRo
   EXPECT_THAT(alone.tied, ::testing::Each(true));
   EXPECT_EQ(alone.fastest, 0u);
   EXPECT_EQ(alone.answer, 2u) << "device 1's single-device row, not the learned copy";
+}
+
+// compare's ablations (refinement alone, the policy alone) may not answer, so they can beat every
+// row that may: the verdict says so instead of calling them tied with the answer.
+TEST(VerifierTest, ARowThatMayNotAnswerAndBeatsTheAnswerIsMarkedFasterAndSaid) {
+  TowersInstance instance(2);
+  const CandidateEvaluator& evaluator = *instance.problem.evaluator;
+  const std::vector<Candidate> candidates = {instance.AllOn(0), instance.OneTowerPerDevice()};
+  const std::vector<Role> roles = {{Simplicity::kSingleDevice}, {.may_answer = false}};
+  const SideBySideVerdict verdict = SideBySide(evaluator, candidates, roles, RoundsFor(evaluator));
+  ASSERT_LT(verdict.results[1].result.step_seconds, verdict.results[0].result.step_seconds);
+  EXPECT_EQ(verdict.answer, 0u);
+  EXPECT_EQ(setup::TieMark(verdict, 0), "fastest");
+  EXPECT_EQ(setup::TieMark(verdict, 1), "faster");
+  const std::string answer = setup::DescribeAnswer(
+      {"single device", "refinement alone"}, verdict,
+      setup::RatiosToReferences(setup::FindReferences(roles, verdict), verdict));
+  EXPECT_THAT(answer, HasSubstr("answer: single device, the fastest of the rows that may answer; "
+                                "every other that may answer is slower (1 round)"));
+  EXPECT_THAT(answer, HasSubstr("faster than the answer, but a row that may not answer: "
+                                "refinement alone"));
+  EXPECT_THAT(answer, ::testing::Not(HasSubstr("tied")));
 }
 
 // Random candidates of every replica count, hybrids among them, run by the executor: every

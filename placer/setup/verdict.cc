@@ -117,6 +117,11 @@ std::string TieMark(const search::SideBySideVerdict& verdict, size_t i) {
   if (verdict.fastest && verdict.placement[i] == verdict.placement[*verdict.fastest]) {
     return "fastest";  // the fastest itself, or a row of the same placement
   }
+  // A row that may not answer (compare's ablations) can beat every row that may: said, not
+  // called a tie.
+  if (verdict.tied[i] && search::Classify(verdict.to_fastest[i]) == search::Versus::kFaster) {
+    return "faster";
+  }
   return verdict.tied[i] ? "tied" : "";
 }
 
@@ -131,10 +136,22 @@ std::string DescribeAnswer(const std::vector<std::string>& methods,
   const auto rounds = fmt::format("{} round{}", verdict.rounds, verdict.rounds == 1 ? "" : "s");
   std::ostringstream out;
   std::set<size_t> others_tied;  // placements, not rows: a placement may have several rows
+  std::ostringstream faster;
   for (size_t i = 0; i < methods.size(); ++i) {
-    if (verdict.tied[i] && TieMark(verdict, i) != "fastest")
-      others_tied.insert(verdict.placement[i]);
+    const std::string mark = TieMark(verdict, i);
+    if (mark == "tied") others_tied.insert(verdict.placement[i]);
+    if (mark == "faster") {
+      faster << fmt::format(
+          "faster than the answer, but a row that may not answer: {}, {:.3f} ms against {:.3f} ms "
+          "({})\n",
+          methods[i], verdict.results[i].result.step_seconds * 1e3,
+          verdict.results[fastest].result.step_seconds * 1e3,
+          search::FormatRatio(verdict.to_fastest[i]));
+    }
   }
+  const bool all = faster.str().empty();
+  const std::string the_fastest = all ? "the fastest" : "the fastest of the rows that may answer";
+  const std::string the_others = all ? "every other placement" : "every other that may answer";
   if (TieMark(verdict, answer) != "fastest") {
     const search::PairedRatio& r = verdict.to_fastest[answer];
     out << fmt::format(
@@ -143,15 +160,16 @@ std::string DescribeAnswer(const std::vector<std::string>& methods,
         name, methods[fastest], r.low, r.high, r.ratio, rounds);
   } else if (!others_tied.empty()) {
     out << fmt::format(
-        "answer: {}, the fastest; {} other placement{} tied with it (marked), none simpler ({})\n",
-        name, others_tied.size(), others_tied.size() == 1 ? " is" : "s are", rounds);
+        "answer: {}, {}; {} other placement{} tied with it (marked), none simpler "
+        "({})\n",
+        name, the_fastest, others_tied.size(), others_tied.size() == 1 ? " is" : "s are", rounds);
   } else if (verdict.rounds == 1) {
-    out << fmt::format("answer: {}, the fastest; every other placement is slower (1 round)\n",
-                       name);
+    out << fmt::format("answer: {}, {}; {} is slower (1 round)\n", name, the_fastest, the_others);
   } else {
-    out << fmt::format("answer: {}, the fastest; every other placement is reliably slower ({})\n",
-                       name, rounds);
+    out << fmt::format("answer: {}, {}; {} is reliably slower ({})\n", name, the_fastest,
+                       the_others, rounds);
   }
+  out << faster.str();
   const search::PairedRatio& dp = ratios[answer].to_data_parallel;
   if (dp.rounds == 0) {
     out << "answer vs data parallelism: - (no valid data-parallel row)\n";

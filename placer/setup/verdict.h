@@ -47,7 +47,8 @@ ClosingVerdict JudgeSideBySide(const search::CandidateEvaluator& judge,
                                const std::vector<search::Role>& roles,
                                const search::RoundOptions& options, std::ostream& log);
 
-// "fastest", "tied" or "" for candidate i.
+// "fastest", "tied", "faster" (a row that may not answer, faster than every row that may) or ""
+// for candidate i.
 std::string TieMark(const search::SideBySideVerdict& verdict, size_t i);
 
 // Lines saying what the answer is and why (`methods` names each candidate), e.g.
