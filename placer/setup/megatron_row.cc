@@ -6,7 +6,6 @@
 
 #include "placer/baselines/megatron.h"
 #include "placer/baselines/problem.h"
-#include "placer/setup/model_factory.h"
 
 namespace placer::setup {
 
@@ -23,8 +22,8 @@ MegatronRow MegatronRowFor(const SearchSetup& setup) {
   baselines::MegatronBaselineResult result;
   try {
     result = baselines::MegatronBaseline(
-        ForwardBuilderFor(config), config.model.batch_size, config.model.learning_rate,
-        setup.devices, *setup.costs.front(), config.simulation.gpus_per_host, kMaxOps, &out.log);
+        setup.forward, config.model.batch_size, config.model.learning_rate, setup.devices,
+        *setup.costs.front(), config.simulation.gpus_per_host, kMaxOps, &out.log);
   } catch (const std::exception& e) {
     row.invalid_reason = e.what();
     return out;

@@ -413,19 +413,17 @@ std::unique_ptr<SearchSetup> BuildSearchSetup(const config::Config& config, std:
           : config.search.micro_batches;
   const std::vector<search::ReplicatedPipeline> pipelines =
       ReplicatedPipelinesFor(config, wanted, micro_batches, devices, base.num_ops());
-  s->models = search::BuildReplicatedModels(std::move(base), s->grouping, ForwardBuilderFor(config),
+  s->forward = ForwardBuilderFor(config);
+  s->models = search::BuildReplicatedModels(std::move(base), s->grouping, s->forward,
                                             config.model.batch_size, config.model.learning_rate,
                                             wanted, &s->notes);
-  search::AddMicroBatchedModels(s->models, s->grouping, ForwardBuilderFor(config),
-                                config.model.batch_size, config.model.learning_rate, micro_batches,
-                                &s->notes);
-  search::AddReplicatedPipelineModels(s->models, s->grouping, ForwardBuilderFor(config),
-                                      config.model.batch_size, config.model.learning_rate,
-                                      pipelines, &s->notes);
-  AddTensorParallelModels(s->models, s->grouping, ForwardBuilderFor(config),
-                          config.model.batch_size, config.model.learning_rate,
-                          TensorParallelShapesFor(config, wanted, devices), kMaxTensorParallelOps,
-                          &s->notes);
+  search::AddMicroBatchedModels(s->models, s->grouping, s->forward, config.model.batch_size,
+                                config.model.learning_rate, micro_batches, &s->notes);
+  search::AddReplicatedPipelineModels(s->models, s->grouping, s->forward, config.model.batch_size,
+                                      config.model.learning_rate, pipelines, &s->notes);
+  AddTensorParallelModels(
+      s->models, s->grouping, s->forward, config.model.batch_size, config.model.learning_rate,
+      TensorParallelShapesFor(config, wanted, devices), kMaxTensorParallelOps, &s->notes);
   const search::ActionSpace space = search::SpaceOf(devices, s->models);
 
   if (measured) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/data_parallel.h"
 #include "graph/device.h"
 #include "graph/evaluator.h"
 #include "graph/group_features.h"
@@ -46,6 +47,9 @@ struct SearchSetup {
   graph::Grouping grouping;
   std::string grouping_name;  // "coarsen, max_groups 256"
   graph::GroupFeatures features;
+  // The config's forward at any batch, one for the whole run: an ONNX export is read once per
+  // batch however many steps and rows are built from it (ForwardBuilderFor).
+  graph::ForwardBuilder forward;
   std::vector<std::unique_ptr<search::ReplicatedModel>> models;  // per replica count; [0]: R = 1
   std::vector<std::unique_ptr<sim::CostModel>> costs;            // the simulators' (per model)
   std::vector<std::unique_ptr<graph::Evaluator>> simulators, measurers;
