@@ -32,6 +32,8 @@ GroupFeatures ComputeGroupFeatures(const Graph& graph, const Grouping& grouping)
   // Backward and update costs belong to the group of their forward op.
   std::vector<double> flops(static_cast<size_t>(groups), 0), bytes(static_cast<size_t>(groups), 0),
       param_bytes(static_cast<size_t>(groups), 0);
+  std::vector<int> forward_ops(static_cast<size_t>(groups), 0),
+      backward_ops(static_cast<size_t>(groups), 0);
   double total_flops = 0;
   for (OpId id = 0; id < graph.num_ops(); ++id) {
     const Op& op = graph.op(id);
@@ -40,6 +42,7 @@ GroupFeatures ComputeGroupFeatures(const Graph& graph, const Grouping& grouping)
     double op_flops = OpFlops(graph, op);
     flops[static_cast<size_t>(g)] += op_flops;
     total_flops += op_flops;
+    ++(op.phase == Phase::kForward ? forward_ops : backward_ops)[static_cast<size_t>(g)];
     if (op.phase == Phase::kForward) {
       bytes[static_cast<size_t>(g)] += static_cast<double>(OpOutputBytes(graph, op));
       for (TensorId in : op.inputs) {
@@ -103,7 +106,7 @@ GroupFeatures ComputeGroupFeatures(const Graph& graph, const Grouping& grouping)
     list(in[static_cast<size_t>(g)]);
     list(out[static_cast<size_t>(g)]);
   }
-  std::map<std::pair<int, int>, int64_t> traffic;
+  std::map<std::pair<int, int>, std::pair<int64_t, int>> traffic;  // bytes, tensors
   for (TensorId t = 0; t < graph.num_tensors(); ++t) {
     const Tensor& tensor = graph.tensor(t);
     if (tensor.producer == kNoOp || graph.op(tensor.producer).phase != Phase::kForward) continue;
@@ -113,12 +116,20 @@ GroupFeatures ComputeGroupFeatures(const Graph& graph, const Grouping& grouping)
       const int to = grouping.group_of_op[static_cast<size_t>(consumer)];
       if (to >= 0 && to != from) readers.insert(to);
     }
-    for (int to : readers) traffic[{from, to}] += tensor.bytes();
+    for (int to : readers) {
+      auto& [bytes, tensors] = traffic[{from, to}];
+      bytes += tensor.bytes();
+      ++tensors;
+    }
   }
-  for (const auto& [pair, bytes] : traffic) f.edges.push_back({pair.first, pair.second, bytes});
+  for (const auto& [pair, load] : traffic) {
+    f.edges.push_back({pair.first, pair.second, load.first, load.second});
+  }
   f.flops = std::move(flops);
   f.output_bytes = std::move(bytes);
   f.param_bytes = std::move(param_bytes);
+  f.forward_ops = std::move(forward_ops);
+  f.backward_ops = std::move(backward_ops);
   return f;
 }
 

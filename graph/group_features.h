@@ -17,6 +17,7 @@ struct GroupEdge {
   int from = 0;       // the producing group
   int to = 0;         // a group that reads it (from < to: groups are topologically numbered)
   int64_t bytes = 0;  // forward values crossing from `from` to `to` per step, each tensor once
+  int tensors = 0;    // how many tensors those bytes are (each crossing is a copy of its own)
 };
 struct GroupFeatures {
   std::vector<std::string> type_names;  // vocabulary of op types, index = type id
@@ -29,6 +30,9 @@ struct GroupFeatures {
   // Per group, raw: FLOPs of its forward, backward and update ops, bytes its forward ops write,
   // and bytes of the parameters they read (what edit features estimate loads and traffic from).
   std::vector<double> flops, output_bytes, param_bytes;
+  // Per group: how many forward ops, and backward and update ops, it has (every op launch costs
+  // a device its overhead whatever its size).
+  std::vector<int> forward_ops, backward_ops;
 };
 GroupFeatures ComputeGroupFeatures(const Graph& graph, const Grouping& grouping);
 

@@ -410,4 +410,42 @@ double TypicalSecondsPerByte(const CostModel& costs, const graph::DeviceSet& dev
   return costs.TransferSeconds(kBytes, &devices[0], devices[1]) / static_cast<double>(kBytes);
 }
 
+double TypicalSecondsPerCopy(const CostModel& costs, const graph::DeviceSet& devices) {
+  if (devices.size() < 2) return 0;
+  return costs.TransferSeconds(0, &devices[0], devices[1]);
+}
+
+GroupPhaseSeconds PhaseSecondsPerGroup(const CostModel& costs, const graph::Graph& graph,
+                                       const std::vector<int>& group_of_op, int groups,
+                                       const graph::DeviceSet& devices) {
+  GroupPhaseSeconds out{std::vector<double>(static_cast<size_t>(groups), 0),
+                        std::vector<double>(static_cast<size_t>(groups), 0)};
+  if (devices.empty()) return out;
+  for (graph::OpId id = 0; id < graph.num_ops(); ++id) {
+    const graph::Op& op = graph.op(id);
+    const graph::OpId anchor = op.phase == graph::Phase::kForward ? id : op.forward_op;
+    if (anchor < 0 || static_cast<size_t>(anchor) >= group_of_op.size()) continue;
+    const int g = group_of_op[static_cast<size_t>(anchor)];
+    if (g < 0 || g >= groups) continue;
+    (op.phase == graph::Phase::kForward ? out.forward : out.backward)[static_cast<size_t>(g)] +=
+        costs.OpSeconds(graph, id, devices[0]);
+  }
+  return out;
+}
+
+double TypicalSecondsPerOp(const CostModel& costs, const graph::Graph& graph,
+                           const graph::DeviceSet& devices) {
+  if (devices.empty()) return 0;
+  std::vector<double> seconds;
+  for (graph::OpId op = 0; op < graph.num_ops(); ++op) {
+    if (graph.op(op).phase == graph::Phase::kForward) {
+      seconds.push_back(costs.OpSeconds(graph, op, devices[0]));
+    }
+  }
+  if (seconds.empty()) return 0;
+  const auto tenth = seconds.begin() + static_cast<std::ptrdiff_t>(seconds.size() / 10);
+  std::nth_element(seconds.begin(), tenth, seconds.end());
+  return *tenth;
+}
+
 }  // namespace placer::sim

@@ -64,6 +64,21 @@ class CostModel {
 // A typical link's seconds per byte: a 64 MiB copy between the first two devices (0 with one
 // device). What the search's edit features price traffic at (placer/edit_features.h).
 double TypicalSecondsPerByte(const CostModel& costs, const graph::DeviceSet& devices);
+// A typical copy's fixed cost: an empty copy between the first two devices (0 with one device).
+double TypicalSecondsPerCopy(const CostModel& costs, const graph::DeviceSet& devices);
+// A typical op launch's fixed cost on the first device: the tenth percentile of `graph`'s
+// forward ops' times there (the small ops, whose time is their overhead; not the minimum, which
+// a view that costs nothing would give).
+double TypicalSecondsPerOp(const CostModel& costs, const graph::Graph& graph,
+                           const graph::DeviceSet& devices);
+// Per group (`group_of_op` of `graph`'s forward ops, `groups` of them), the seconds its forward
+// ops and, apart, its backward and update ops (those of its forward ops) take on the first device.
+struct GroupPhaseSeconds {
+  std::vector<double> forward, backward;
+};
+GroupPhaseSeconds PhaseSecondsPerGroup(const CostModel& costs, const graph::Graph& graph,
+                                       const std::vector<int>& group_of_op, int groups,
+                                       const graph::DeviceSet& devices);
 
 // Devices of one kind on one host share what lies beyond their own cores or SMs: CPU workers
 // share caches, memory bandwidth and possibly physical cores (two vCPUs may be hyper-threads of
