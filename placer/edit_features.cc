@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 #include <set>
+#include <utility>
 
 namespace placer::search {
 
@@ -17,21 +18,28 @@ float Ratio(double numerator, double denominator) {
   return denominator > 0 ? static_cast<float>(numerator / denominator) : 0.0f;
 }
 
+// Per group: its FLOPs and the bytes its forward writes, read and written again by the backward.
+std::vector<double> WorkOf(const graph::GroupFeatures& features) {
+  std::vector<double> work(features.type_ids.size(), 1.0);
+  for (size_t g = 0; g < work.size(); ++g) {
+    const double flops = g < features.flops.size() ? features.flops[g] : 0;
+    const double bytes = g < features.output_bytes.size() ? features.output_bytes[g] : 0;
+    work[g] = std::max(1.0, flops + 3 * kFlopsPerByte * bytes);
+  }
+  return work;
+}
+
 }  // namespace
 
 EditEstimator::EditEstimator(const ActionSpace& space, const graph::GroupFeatures& features,
-                             double seconds_per_byte)
+                             double seconds_per_byte, ScheduleCosts schedule_costs)
     : space_(space),
       edges_(features.edges),
       param_bytes_(features.param_bytes),
-      seconds_per_byte_(seconds_per_byte) {
+      seconds_per_byte_(seconds_per_byte),
+      work_(WorkOf(features)),
+      schedule_(space, features, work_, seconds_per_byte, std::move(schedule_costs)) {
   const size_t groups = features.type_ids.size();
-  work_.assign(groups, 1.0);
-  for (size_t g = 0; g < groups; ++g) {
-    const double flops = g < features.flops.size() ? features.flops[g] : 0;
-    const double bytes = g < features.output_bytes.size() ? features.output_bytes[g] : 0;
-    work_[g] = std::max(1.0, flops + 3 * kFlopsPerByte * bytes);
-  }
   total_work_ = std::accumulate(work_.begin(), work_.end(), 0.0);
   for (const graph::GroupEdge& e : features.edges)
     total_traffic_ += 2.0 * static_cast<double>(e.bytes);
@@ -118,6 +126,8 @@ void EditEstimator::SetCurrent(const Candidate& current, double seconds,
   const double devices = std::max(1, space_.num_devices());
   communication_share_ =
       (now_.cut_bytes / devices + now_.all_reduce_bytes) * seconds_per_byte_ / seconds_;
+  schedule_seconds_per_work_ = schedule_.SecondsPerWork(current, seconds_, busy);
+  scheduled_seconds_ = schedule_.StepSeconds(current, schedule_seconds_per_work_);
 }
 
 EditFeatureRow EditEstimator::Features(const Candidate& n, EditKind kind) const {
@@ -175,6 +185,10 @@ EditFeatureRow EditEstimator::Features(const Candidate& n, EditKind kind) const 
   row[kMaxCriticality] = static_cast<float>(criticality_max);
   row[kComputeBound] = static_cast<float>(compute_bound_);
   row[kCommunicationShare] = static_cast<float>(communication_share_);
+  const double scheduled = schedule_.StepSeconds(n, schedule_seconds_per_work_);
+  row[kScheduleLogChange] = scheduled > 0 && scheduled_seconds_ > 0
+                                ? static_cast<float>(std::log(scheduled / scheduled_seconds_))
+                                : 0.0f;
   row[static_cast<size_t>(kFirstKind + static_cast<int>(kind))] = 1.0f;
   // Features of an absurd scale (a near-zero T, a huge graph) would swamp a model: clamp.
   for (float& v : row) v = std::clamp(v, -8.0f, 8.0f);

@@ -13,7 +13,9 @@
 //   - where the moved groups sit: their share of the work, whether they lie on the critical path
 //     of the group DAG (top level + bottom level over the longest path), whether their work
 //     leaves the busiest device or lands on the least busy one;
-//   - the step shape's change (replicas, micro-batches) and the edit's kind.
+//   - the step shape's change (replicas, micro-batches) and the edit's kind;
+//   - what a group-level list schedule of the step (group_schedule.h) predicts it does to the
+//     step time, which sees the critical path and the slack the loads do not.
 // Every time is divided by T and every byte count by the graph's total, so one model serves
 // graphs of 10 or 10,000 groups on 2 or 32 devices. Torch-free.
 #pragma once
@@ -23,6 +25,7 @@
 
 #include "graph/group_features.h"
 #include "placer/action_space.h"
+#include "placer/group_schedule.h"
 
 namespace placer::search {
 
@@ -60,10 +63,11 @@ enum EditFeature {
   kMaxCriticality,          // the largest of them
   kComputeBound,            // busiest judged device's busy time / T, before
   kCommunicationShare,      // (cut + all-reduce seconds) / T, before
+  kScheduleLogChange,       // log(S' / S): the group-level schedule's step times, after and before
   kFirstKind,               // one-hot EditKind, kEditKinds of them
   kEditFeatureDims = kFirstKind + kEditKinds,
 };
-inline constexpr int kEditFeatureVersion = 1;
+inline constexpr int kEditFeatureVersion = 2;
 using EditFeatureRow = std::array<float, kEditFeatureDims>;
 
 class EditEstimator {
@@ -71,7 +75,7 @@ class EditEstimator {
   // `seconds_per_byte`: a typical link between two of the devices (0: unknown, traffic then
   // counts in bytes only).
   EditEstimator(const ActionSpace& space, const graph::GroupFeatures& features,
-                double seconds_per_byte);
+                double seconds_per_byte, ScheduleCosts schedule_costs = {});
 
   // The candidate the next edits start from, judged `seconds` (finite) with devices busy for
   // `busy` (may be empty).
@@ -81,6 +85,8 @@ class EditEstimator {
   // The hand-written estimate of log(T' / T) from the features: the change of the busiest
   // device's load plus that of the traffic's seconds (the control the learned scorer must beat).
   static double EstimatedLogChange(const EditFeatureRow& row);
+  // The second hand-written control: the group-level schedule's change.
+  static double ScheduledLogChange(const EditFeatureRow& row) { return row[kScheduleLogChange]; }
 
  private:
   struct Estimate {
@@ -107,6 +113,9 @@ class EditEstimator {
   int busiest_ = -1, least_busy_ = -1;
   double communication_share_ = 0;
   double compute_bound_ = 0;
+  GroupSchedule schedule_;
+  double schedule_seconds_per_work_ = 0;  // calibrated on the judged busy times, launches apart
+  double scheduled_seconds_ = 0;          // the current candidate's, by schedule_
 };
 
 }  // namespace placer::search

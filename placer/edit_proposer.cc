@@ -1,5 +1,8 @@
 #include "placer/edit_proposer.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <stdexcept>
 
 namespace placer::search {
@@ -13,14 +16,17 @@ EditProposal ParseEditProposal(std::string_view name) {
   for (size_t i = 0; i < names.size(); ++i) {
     if (names[i] == name) return static_cast<EditProposal>(i);
   }
-  throw std::invalid_argument("unknown edit proposer '" + std::string(name) +
-                              "' (uniform, estimate or learned)");
+  throw std::invalid_argument(
+      fmt::format("unknown edit proposer '{}' ({})", name, fmt::join(kEditProposalNames, ", ")));
 }
 
 std::vector<double> EstimateScorer::Predict(const std::vector<EditFeatureRow>& rows) {
   std::vector<double> scores;
   scores.reserve(rows.size());
-  for (const EditFeatureRow& row : rows) scores.push_back(EditEstimator::EstimatedLogChange(row));
+  for (const EditFeatureRow& row : rows) {
+    scores.push_back(scheduled_ ? EditEstimator::ScheduledLogChange(row)
+                                : EditEstimator::EstimatedLogChange(row));
+  }
   return scores;
 }
 

@@ -7,7 +7,9 @@
 //   - uniform: no scorer, the refiner as it always was (the default);
 //   - estimate: the hand-written control, EditEstimator::EstimatedLogChange (the busiest device's
 //     load and the traffic's seconds);
-//   - learned: a network trained across graphs (edit_model.h).
+//   - learned: a network trained across graphs (edit_model.h);
+//   - schedule: the second hand-written control, a group-level list schedule of the step
+//     (group_schedule.h), which sees the critical path and the slack.
 #pragma once
 
 #include <array>
@@ -20,10 +22,10 @@
 
 namespace placer::search {
 
-enum class EditProposal { kUniform, kEstimate, kLearned };
+enum class EditProposal { kUniform, kEstimate, kLearned, kSchedule };
 // In enum order (the config's search.edit_proposer values).
-inline constexpr std::array<std::string_view, 3> kEditProposalNames = {"uniform", "estimate",
-                                                                       "learned"};
+inline constexpr std::array<std::string_view, 4> kEditProposalNames = {"uniform", "estimate",
+                                                                       "learned", "schedule"};
 // ParseEditProposal throws std::invalid_argument naming the text and the choices.
 std::string_view EditProposalName(EditProposal proposal);
 EditProposal ParseEditProposal(std::string_view name);
@@ -44,19 +46,25 @@ class EditScorer {
 inline constexpr double kInvalidLogChange = 1.0;
 inline constexpr double kMaxLogChange = 1.0;
 
-// The hand-written control.
+// A hand-written control: EditEstimator::EstimatedLogChange, or with `scheduled` its
+// ScheduledLogChange.
 class EstimateScorer final : public EditScorer {
  public:
+  explicit EstimateScorer(bool scheduled = false) : scheduled_(scheduled) {}
   std::vector<double> Predict(const std::vector<EditFeatureRow>& rows) override;
+
+ private:
+  bool scheduled_;
 };
 
 // How the refiner screens its edits; inactive (the uniform refiner) without a scorer and without
 // a recorder.
 struct EditGuide {
   EditScorer* scorer = nullptr;
-  int screening = 4;            // edits drawn per edit judged
-  double explore_share = 0.25;  // of the judged, drawn uniformly from those ranked lower
-  double seconds_per_byte = 0;  // a typical link (EditEstimator)
+  int screening = 4;             // edits drawn per edit judged
+  double explore_share = 0.25;   // of the judged, drawn uniformly from those ranked lower
+  double seconds_per_byte = 0;   // a typical link (EditEstimator)
+  ScheduleCosts schedule_costs;  // what the group-level schedule prices with (EditEstimator)
   // Every judged edit's features and outcome, in judging order (may be empty).
   std::function<void(const std::vector<EditFeatureRow>&, const std::vector<double>&)> record;
   bool active() const { return scorer != nullptr || static_cast<bool>(record); }

@@ -312,7 +312,8 @@ void Refiner::SetGuide(EditGuide guide) {
   guide_ = std::move(guide);
   estimator_.reset();
   if (guide_.active()) {
-    estimator_ = std::make_unique<EditEstimator>(space_, features_, guide_.seconds_per_byte);
+    estimator_ = std::make_unique<EditEstimator>(space_, features_, guide_.seconds_per_byte,
+                                                 guide_.schedule_costs);
   }
 }
 

@@ -45,14 +45,16 @@ class Loop {
         refiner_(evaluator_.space(), problem.features, options.refiner, options.seed),
         earned_split_(options.earned_split, options.seed) {
     if (options.edit_proposal == EditProposal::kUniform) return;
-    if (options.edit_proposal == EditProposal::kEstimate) {
-      scorer_ = std::make_unique<EstimateScorer>();
+    if (options.edit_proposal == EditProposal::kEstimate ||
+        options.edit_proposal == EditProposal::kSchedule) {
+      scorer_ = std::make_unique<EstimateScorer>(options.edit_proposal == EditProposal::kSchedule);
     } else {
       scorer_ = EditModel::Load(options.edit_model_file);
     }
     refiner_.SetGuide({.scorer = scorer_.get(),
                        .screening = options.edit_screening,
-                       .seconds_per_byte = problem.seconds_per_byte});
+                       .seconds_per_byte = problem.seconds_per_byte,
+                       .schedule_costs = problem.schedule_costs});
   }
 
   SearchOutcome Run();

@@ -62,7 +62,8 @@ struct SearchProblem {
   const CandidateEvaluator* evaluator = nullptr;
   graph::GroupFeatures features;
   std::vector<NamedCandidate> warm_starts;
-  double seconds_per_byte = 0;  // a typical link between the devices (EditGuide); 0: unknown
+  double seconds_per_byte = 0;   // a typical link between the devices (EditGuide); 0: unknown
+  ScheduleCosts schedule_costs;  // what the group-level schedule prices with (EditGuide)
 };
 
 // `run_dir`: where outputs and checkpoints go (nullptr: nowhere, nothing to resume).

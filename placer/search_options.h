@@ -186,7 +186,9 @@ inline void SearchOptions::Fields(OptionVisitor& v) {
           "which of refinement's random edits get judged: `uniform` judges them as drawn; "
           "`estimate` draws `edit_screening` times as many, judges the three quarters of a "
           "round's share that a hand-written estimate ranks best (the busiest device's load and "
-          "the traffic's seconds) and fills the last quarter uniformly from the rest; `learned` "
+          "the traffic's seconds) and fills the last quarter uniformly from the rest; `schedule` "
+          "ranks them by a group-level list schedule of the step (`placer/group_schedule.h`: "
+          "the critical path and the slack); `learned` "
           "ranks them by the scorer `placer pretrain` trains, which keeps learning from the "
           "search's own judgements. In `compare`, refinement alone keeps uniform edits and a row "
           "\"refinement alone, <proposer> edits\" is added");
@@ -197,7 +199,7 @@ inline void SearchOptions::Fields(OptionVisitor& v) {
                "a file `placer pretrain` wrote (its `edit_model.pt`), relative to the config's "
                "directory");
   v.Int("edit_screening", edit_screening, 1,
-        "edits drawn per edit judged, with `estimate` or `learned`");
+        "edits drawn per edit judged, with `estimate`, `schedule` or `learned`");
   v.Unsigned("seed", seed, "seed of the policy and of refinement");
   v.Int("checkpoint_every", checkpoint_every, 1,
         "save the search state every this many policy steps (and after every chunk of the final "

@@ -150,23 +150,40 @@ TEST(EditProposerTest, AGuideWithoutAScorerLeavesTheUniformRefinerAsItWas) {
   EXPECT_LE(static_cast<int>(recorded), recorded_judged) << "kicks are not single edits";
 }
 
+// Of the edits one round of refinement from one device judges, the share that improve the step,
+// screened by `scorer` (nullptr: drawn uniformly).
+double ImprovingShare(const Instance& instance, search::EditScorer* scorer) {
+  int improving = 0, judged = 0;
+  search::EditGuide guide;
+  guide.scorer = scorer;
+  guide.seconds_per_byte = instance.SecondsPerByte();
+  guide.schedule_costs = setup::ScheduleCostsOf(instance.costs, instance.problem->base(),
+                                                instance.problem->grouping, instance.devices);
+  guide.record = [&](const std::vector<EditFeatureRow>&, const std::vector<double>& changes) {
+    for (double c : changes) improving += c < 0 ? 1 : 0;
+    judged += static_cast<int>(changes.size());
+  };
+  Refine(instance, guide, 1);
+  return static_cast<double>(improving) / judged;
+}
+
 TEST(EditProposerTest, TheEstimateJudgesMoreImprovingEditsThanUniformDrawing) {
   Instance instance(Towers(), 4);
-  auto improving_share = [&](search::EditScorer* scorer) {
-    int improving = 0, judged = 0;
-    search::EditGuide guide;
-    guide.scorer = scorer;
-    guide.seconds_per_byte = instance.SecondsPerByte();
-    guide.record = [&](const std::vector<EditFeatureRow>&, const std::vector<double>& changes) {
-      for (double c : changes) improving += c < 0 ? 1 : 0;
-      judged += static_cast<int>(changes.size());
-    };
-    Refine(instance, guide, 1);
-    return static_cast<double>(improving) / judged;
-  };
   search::EstimateScorer estimate;
-  const double uniform = improving_share(nullptr), screened = improving_share(&estimate);
+  const double uniform = ImprovingShare(instance, nullptr),
+               screened = ImprovingShare(instance, &estimate);
   EXPECT_GT(screened, uniform + 0.1) << "uniform " << uniform << ", estimate " << screened;
+}
+
+// The group-level schedule (placer/group_schedule.h) as the screen, priced with the machine's
+// copy and launch costs and the groups' times (seen: 91% of the judged edits improve, against 31%
+// drawn uniformly).
+TEST(EditProposerTest, TheScheduleJudgesMoreImprovingEditsThanUniformDrawing) {
+  Instance instance(Towers(), 4);
+  search::EstimateScorer schedule(/*scheduled=*/true);
+  const double uniform = ImprovingShare(instance, nullptr),
+               screened = ImprovingShare(instance, &schedule);
+  EXPECT_GT(screened, uniform + 0.3) << "uniform " << uniform << ", schedule " << screened;
 }
 
 // From a candidate judged invalid there is nothing to rank against: a screening refiner then

@@ -86,6 +86,7 @@ void Collect(const CorpusProblem& p, const PretrainOptions& o, uint64_t seed,
   search::EditGuide guide;
   guide.scorer = scorer;
   guide.seconds_per_byte = instance.seconds_per_byte;
+  guide.schedule_costs = instance.schedule_costs;
   guide.record = [&](const std::vector<search::EditFeatureRow>& rows,
                      const std::vector<double>& changes) {
     const size_t begin = data.samples.size();
@@ -130,6 +131,7 @@ CorpusInstance::CorpusInstance(const graph::ForwardBuilder& build_forward, int64
       build_forward, batch, 0.01, {graph::GroupingMethod::kCoarsen, max_groups}, devices, *costs,
       search::ActionSpace::DefaultReplicaCounts(device_count, batch), micro_batch_counts));
   seconds_per_byte = sim::TypicalSecondsPerByte(*costs, devices);
+  schedule_costs = ScheduleCostsOf(*costs, problem->base(), problem->grouping, devices);
   const search::ActionSpace& space = problem->evaluator->space();
   const auto groups = static_cast<size_t>(problem->num_groups());
   // The starts a search has: one device, data parallelism, and the algorithms' placements.
@@ -237,22 +239,25 @@ std::vector<PretrainProgress> Pretrain(const PretrainOptions& o,
     const search::EditModel::Quality q = model->Assess(validation.samples, validation.rounds);
     p.validation_loss = q.loss;
     p.validation_pair_accuracy = q.pair_accuracy;
-    // The hand-written estimate's ordering of the same held-back edits.
-    std::vector<double> estimated;
+    // The hand-written controls' ordering of the same held-back edits.
+    std::vector<double> estimated, scheduled;
     for (const search::EditSample& sample : validation.samples) {
       estimated.push_back(search::EditEstimator::EstimatedLogChange(sample.features));
+      scheduled.push_back(search::EditEstimator::ScheduledLogChange(sample.features));
     }
     p.estimate_pair_accuracy =
         search::InRoundPairAccuracy(estimated, validation.samples, validation.rounds);
+    p.schedule_pair_accuracy =
+        search::InRoundPairAccuracy(scheduled, validation.samples, validation.rounds);
     p.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     model->Save(directory / kEditModelFile);
     SaveDataset(data, directory / kSamplesFile);
     WriteIterationsDone(state_file, iteration + 1, Fingerprint(o));
     log << fmt::format(
         "iteration {}: {} samples, train loss {:.5f}, held-back loss {:.5f}, in-round order "
-        "{:.1f}% right (hand-written estimate {:.1f}%), {:.0f} s\n",
+        "{:.1f}% right (hand-written estimate {:.1f}%, group-level schedule {:.1f}%), {:.0f} s\n",
         p.iteration, p.samples, p.train_loss, p.validation_loss, 100 * p.validation_pair_accuracy,
-        100 * p.estimate_pair_accuracy, p.seconds);
+        100 * p.estimate_pair_accuracy, 100 * p.schedule_pair_accuracy, p.seconds);
     progress.push_back(p);
   }
   at::set_num_threads(threads);

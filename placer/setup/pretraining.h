@@ -73,6 +73,7 @@ struct CorpusInstance {
   graph::DeviceSet devices;
   std::unique_ptr<SimulatedProblem> problem;
   double seconds_per_byte = 0;
+  search::ScheduleCosts schedule_costs;
   std::vector<search::Candidate> starts;
 };
 
@@ -83,6 +84,7 @@ struct PretrainProgress {
   double validation_loss = 0;
   double validation_pair_accuracy = 0;  // in-round ordering of held-back edits
   double estimate_pair_accuracy = 0;    // the hand-written estimate's, on the same edits
+  double schedule_pair_accuracy = 0;    // the group-level schedule's, on the same edits
   double seconds = 0;                   // of this iteration
 };
 

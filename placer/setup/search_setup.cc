@@ -21,6 +21,7 @@
 #include "placer/setup/devices.h"
 #include "placer/setup/input_error.h"
 #include "placer/setup/model_factory.h"
+#include "placer/setup/simulated_problem.h"
 #include "placer/setup/tensor_parallel_models.h"
 #include "placer/setup/warm_starts.h"
 #include "placer/verifier.h"
@@ -492,8 +493,10 @@ std::unique_ptr<SearchSetup> BuildSearchSetup(const config::Config& config, std:
 }
 
 search::SearchProblem SearchSetup::Problem() const {
+  if (costs.empty()) return {simulated.get(), features, WarmStarts()};
   return {simulated.get(), features, WarmStarts(),
-          costs.empty() ? 0 : sim::TypicalSecondsPerByte(*costs.front(), devices)};
+          sim::TypicalSecondsPerByte(*costs.front(), devices),
+          ScheduleCostsOf(*costs.front(), base(), grouping, devices)};
 }
 
 search::SearchOptions SearchOptionsFor(const SearchSetup& setup) {

@@ -49,4 +49,14 @@ SimulatedProblem MakeSimulatedProblem(const graph::ForwardBuilder& build_forward
   return p;
 }
 
+search::ScheduleCosts ScheduleCostsOf(const sim::CostModel& cost_model, const graph::Graph& base,
+                                      const graph::Grouping& grouping,
+                                      const graph::DeviceSet& devices) {
+  sim::GroupPhaseSeconds times = sim::PhaseSecondsPerGroup(cost_model, base, grouping.group_of_op,
+                                                           grouping.num_groups(), devices);
+  return {sim::TypicalSecondsPerCopy(cost_model, devices),
+          sim::TypicalSecondsPerOp(cost_model, base, devices), std::move(times.forward),
+          std::move(times.backward)};
+}
+
 }  // namespace placer::setup

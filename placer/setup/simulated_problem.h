@@ -50,4 +50,10 @@ SimulatedProblem MakeSimulatedProblem(
     const std::vector<search::ReplicatedPipeline>& replicated_pipelines = {},
     const std::vector<search::TensorParallelShape>& tensor_parallel = {});
 
+// What the group-level schedule prices with (placer/group_schedule.h), from `cost_model` on
+// `devices`: a typical copy and op launch, and each group's times in `base` on the first device.
+search::ScheduleCosts ScheduleCostsOf(const sim::CostModel& cost_model, const graph::Graph& base,
+                                      const graph::Grouping& grouping,
+                                      const graph::DeviceSet& devices);
+
 }  // namespace placer::setup
