@@ -193,6 +193,13 @@ int ActionSpace::DeviceOf(int option, int replica, int replicas) const {
   return o.first_device + block * o.stride;
 }
 
+std::vector<int> ActionSpace::DevicesOf(int option, int replicas) const {
+  std::vector<int> devices;
+  devices.reserve(static_cast<size_t>(replicas));
+  for (int r = 0; r < replicas; ++r) devices.push_back(DeviceOf(option, r, replicas));
+  return devices;
+}
+
 int ActionSpace::SingleDeviceOption(int device) const {
   if (device < 0 || device >= num_devices_) {
     throw std::invalid_argument(fmt::format("device index {} out of range", device));

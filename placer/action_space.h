@@ -184,6 +184,8 @@ class ActionSpace {
   }
   // The device replica `replica` (0 <= replica < replicas) of a group with option `option` runs on.
   int DeviceOf(int option, int replica, int replicas) const;
+  // DeviceOf for each of the `replicas` replicas, in order.
+  std::vector<int> DevicesOf(int option, int replicas) const;
 
   // The option {device}.
   int SingleDeviceOption(int device) const;

@@ -63,12 +63,6 @@ EditEstimator::EditEstimator(const ActionSpace& space, const graph::GroupFeature
   }
 }
 
-std::vector<int> EditEstimator::DevicesOf(int option, int replicas) const {
-  std::vector<int> devices;
-  for (int r = 0; r < replicas; ++r) devices.push_back(space_.DeviceOf(option, r, replicas));
-  return devices;
-}
-
 EditEstimator::Estimate EditEstimator::EstimateOf(const Candidate& c) const {
   Estimate e;
   e.loads.assign(static_cast<size_t>(space_.num_devices()), 0.0);
@@ -80,7 +74,7 @@ EditEstimator::Estimate EditEstimator::EstimateOf(const Candidate& c) const {
   auto devices_of = [&](int option) -> const std::vector<int>& {
     std::vector<int>& d = devices[static_cast<size_t>(option)];
     if (d.empty()) {
-      d = DevicesOf(option, replicas);
+      d = space_.DevicesOf(option, replicas);
       spans[static_cast<size_t>(option)] =
           static_cast<double>(std::set<int>(d.begin(), d.end()).size());
     }
@@ -149,8 +143,8 @@ EditFeatureRow EditEstimator::Features(const Candidate& n, EditKind kind) const 
     moved_work += work_[g];
     criticality_sum += criticality_[g];
     criticality_max = std::max(criticality_max, criticality_[g]);
-    const std::vector<int> before = DevicesOf(current_.options[g], current_.replicas);
-    const std::vector<int> now = DevicesOf(n.options[g], n.replicas);
+    const std::vector<int> before = space_.DevicesOf(current_.options[g], current_.replicas);
+    const std::vector<int> now = space_.DevicesOf(n.options[g], n.replicas);
     const double share_before = work_[g] / current_.replicas, share_now = work_[g] / n.replicas;
     for (int d : before) {
       if (d == busiest_) leaving += share_before;

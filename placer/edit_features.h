@@ -95,7 +95,6 @@ class EditEstimator {
     double all_reduce_bytes = 0;
   };
   Estimate EstimateOf(const Candidate& candidate) const;
-  std::vector<int> DevicesOf(int option, int replicas) const;
 
   ActionSpace space_;
   std::vector<graph::GroupEdge> edges_;

@@ -79,10 +79,12 @@ double GroupSchedule::StepSeconds(const Candidate& c, double seconds_per_work) c
   std::vector<std::vector<int>> devices_of(static_cast<size_t>(space_.num_options()));
   auto devices = [&](int option) -> const std::vector<int>& {
     std::vector<int>& d = devices_of[static_cast<size_t>(option)];
-    if (d.empty()) {
-      for (int r = 0; r < copies; ++r) d.push_back(space_.DeviceOf(option, r, copies));
-    }
+    if (d.empty()) d = space_.DevicesOf(option, copies);
     return d;
+  };
+  // Whether a group on `option` has each of its copies' shards on a device of its own.
+  auto sharded = [&](int option) {
+    return ways > 1 && space_.options()[static_cast<size_t>(option)].width == copies;
   };
   // Op task t = ((copy * M + micro-batch) * G + group) * 2 + phase (0: forward, 1: backward);
   // copy tasks are numbered after them as they arise.
@@ -95,12 +97,12 @@ double GroupSchedule::StepSeconds(const Candidate& c, double seconds_per_work) c
   for (int g = 0; g < groups; ++g) {
     const auto gi = static_cast<size_t>(g);
     const int option = c.options[gi];
-    const bool sharded = ways > 1 && space_.options()[static_cast<size_t>(option)].width == copies;
     // A sharded group's output is summed over its shards once per direction.
     const double tensor_all_reduce =
-        sharded ? 2.0 * (ways - 1) * costs_.seconds_per_copy +
-                      2.0 * (ways - 1) / ways * output_bytes_[gi] * share * ways * seconds_per_byte_
-                : 0;
+        sharded(option)
+            ? 2.0 * (ways - 1) * costs_.seconds_per_copy +
+                  2.0 * (ways - 1) / ways * output_bytes_[gi] * share * ways * seconds_per_byte_
+            : 0;
     const double forward_launches = forward_ops_[gi] * costs_.seconds_per_op;
     const double backward_launches = backward_ops_[gi] * costs_.seconds_per_op;
     const double forward_work = timed_
@@ -155,9 +157,7 @@ double GroupSchedule::StepSeconds(const Candidate& c, double seconds_per_work) c
         it = open.insert_or_assign(ring, buckets.size()).first;
         buckets.push_back({ring, 0, 0});
       }
-      const bool sharded =
-          ways > 1 && space_.options()[static_cast<size_t>(c.options[gi])].width == copies;
-      buckets[it->second].bytes += param_bytes_[gi] / (sharded ? ways : 1);
+      buckets[it->second].bytes += param_bytes_[gi] / (sharded(c.options[gi]) ? ways : 1);
       buckets[it->second].pending += copies * micro;
       bucket_of[gi] = static_cast<int>(it->second);
     }
