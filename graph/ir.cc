@@ -174,8 +174,9 @@ TensorId Graph::TensorByName(const std::string& name) const {
 std::vector<OpId> Graph::TopologicalOrder() const {
   // Kahn's algorithm with a min-heap on op id, so the order is stable (insertion order on ties).
   std::vector<int> pending(ops_.size(), 0);
+  std::vector<TensorId> inputs;  // one buffer for every op: graphs of 10^5 ops are sorted often
   for (OpId id = 0; id < num_ops(); ++id) {
-    std::vector<TensorId> inputs = op(id).inputs;  // distinct, as consumers are
+    inputs.assign(op(id).inputs.begin(), op(id).inputs.end());  // distinct, as consumers are
     std::sort(inputs.begin(), inputs.end());
     inputs.erase(std::unique(inputs.begin(), inputs.end()), inputs.end());
     for (TensorId input : inputs) {
