@@ -43,6 +43,7 @@ StepGraph::StepGraph(const Graph& graph) : graph_(graph) {
   consumer_begin_.push_back(0);
   bytes_.resize(num_tensors);
   origin_.resize(num_tensors);
+  home_op_.assign(num_tensors, kNoOp);
   for (TensorId t = 0; t < graph.num_tensors(); ++t) {
     const Tensor& tensor = graph.tensor(t);
     for (OpId consumer : tensor.consumers) {
@@ -56,9 +57,11 @@ StepGraph::StepGraph(const Graph& graph) : graph_(graph) {
     TensorOrigin& origin = origin_[static_cast<size_t>(t)];
     if (tensor.producer != kNoOp) {
       origin = TensorOrigin::kProduced;
+      home_op_[static_cast<size_t>(t)] = tensor.producer;
     } else if (tensor.kind == TensorKind::kParameter) {
       origin = TensorOrigin::kParameter;
-      OwnerOf(graph, t);  // throws when no forward op reads it: it would have no home
+      // Throws when no forward op reads it: it would have no home.
+      home_op_[static_cast<size_t>(t)] = OwnerOf(graph, t);
       parameters_.push_back(t);
     } else if (tensor.kind == TensorKind::kInput || tensor.kind == TensorKind::kLabel) {
       origin = TensorOrigin::kMinibatch;
@@ -70,6 +73,12 @@ StepGraph::StepGraph(const Graph& graph) : graph_(graph) {
       origin = TensorOrigin::kNone;
     }
   }
+}
+
+const PipelineGraph& StepGraph::pipeline_graph() const {
+  std::call_once(pipeline_once_,
+                 [this] { pipeline_graph_ = std::make_unique<const PipelineGraph>(graph_); });
+  return *pipeline_graph_;
 }
 
 namespace {
@@ -99,15 +108,16 @@ PlacedStep::PlacedStep(const StepGraph& step, const Placement& placement)
   priority_ = &step.ranks();
   op_of_priority_ = &step.order();
   if (placement.micro_batches > 1) {
-    pipeline_.emplace(graph, placement, op_device_);
+    pipeline_.emplace(step.pipeline_graph(), placement, op_device_);
     priority_ = &pipeline_->priority();
-    pipeline_op_of_priority_.resize(static_cast<size_t>(graph.num_ops()));
-    for (OpId id = 0; id < graph.num_ops(); ++id) {
-      pipeline_op_of_priority_[static_cast<size_t>((*priority_)[static_cast<size_t>(id)])] = id;
-    }
-    op_of_priority_ = &pipeline_op_of_priority_;
+    op_of_priority_ = &pipeline_->ops_by_priority();
   }
-  home_ = HomeDevices(graph, op_device_);
+  // HomeDevices', from the homes' ops found once per graph.
+  home_.assign(static_cast<size_t>(graph.num_tensors()), kHostDevice);
+  for (TensorId t = 0; t < graph.num_tensors(); ++t) {
+    const OpId op = step.home_op(t);
+    if (op != kNoOp) home_[static_cast<size_t>(t)] = op_device_[static_cast<size_t>(op)];
+  }
   parameter_bytes_.assign(static_cast<size_t>(num_devices_), 0);
   for (TensorId t : step.parameters()) {
     parameter_bytes_[static_cast<size_t>(home(t))] += step.bytes(t);

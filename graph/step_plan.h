@@ -12,6 +12,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <vector>
@@ -67,6 +69,13 @@ class StepGraph {
   // them in).
   const std::vector<TensorId>& minibatch() const { return minibatch_; }
   const std::vector<TensorId>& parameters() const { return parameters_; }
+  // The op whose device is `t`'s home: its producer, a parameter's owner (OwnerOf); kNoOp for the
+  // minibatch (host memory) and for what nothing produces or reads.
+  OpId home_op(TensorId t) const { return home_op_[static_cast<size_t>(t)]; }
+  // The placement-independent half of a pipeline's order, built on first use (thread-safe) and
+  // kept: the simulator orders every placement of a micro-batched graph by it. Throws GraphError
+  // (and builds nothing) when the graph is not micro-batched.
+  const PipelineGraph& pipeline_graph() const;
 
  private:
   template <typename T>
@@ -89,6 +98,9 @@ class StepGraph {
   std::vector<TensorOrigin> origin_;
   std::vector<TensorId> minibatch_;
   std::vector<TensorId> parameters_;
+  std::vector<OpId> home_op_;
+  mutable std::once_flag pipeline_once_;
+  mutable std::unique_ptr<const PipelineGraph> pipeline_graph_;
 };
 
 class PlacedStep {
@@ -132,7 +144,6 @@ class PlacedStep {
   std::vector<int> op_device_;
   std::vector<int> home_;
   std::optional<PipelineOrder> pipeline_;
-  std::vector<OpId> pipeline_op_of_priority_;
   const std::vector<int>* priority_ = nullptr;
   const std::vector<OpId>* op_of_priority_ = nullptr;
   std::vector<int64_t> parameter_bytes_;

@@ -11,10 +11,12 @@
 #include <filesystem>
 #include <random>
 #include <string>
+#include <thread>
 
 #include "graph/micro_batches.h"
 #include "graph/models.h"
 #include "graph/placement.h"
+#include "graph/step_plan.h"
 #include "graph/training_step.h"
 #include "proto/writers.h"
 #include "runtime/executor.h"
@@ -187,6 +189,112 @@ TEST(PipelineScheduleTest, OneFOneBAdmitsStagesMinusStageMicroBatchesAtOnce) {
           << " started before micro-batch " << k << " left";
     }
   }
+}
+
+// The simulator holds to the same schedule: it sets held-back ops aside until the device's
+// schedule state moves on (graph::PipelineOrder::Hold), and must neither run one early nor lose
+// one. GPipe: no backward before a device's last forward; 1F1B: stage 0 admits two micro-batches,
+// and as soon as it may, stage 1 one; every op runs.
+TEST(PipelineScheduleTest, TheSimulatorHoldsToBothSchedulesAsTheExecutorDoes) {
+  const Pipelined p = TwoStageLeNet(4);
+  sim::RooflineCostModel costs;
+  const sim::Simulator simulator(p.mb.graph, CpuWorkers(2), costs);
+  for (const PipelineSchedule schedule : {PipelineSchedule::kGPipe, PipelineSchedule::kOneFOneB}) {
+    const sim::SimulationResult r = simulator.Simulate(p.Place(schedule), /*record_trace=*/true);
+    ASSERT_TRUE(r.valid) << graph::ToString(schedule);
+    int ops = 0;
+    for (const auto& [device, window] : {std::pair<std::string, int>{"cpu:0", 2}, {"cpu:1", 1}}) {
+      std::vector<double> first_forward(4, 1e300), first_backward(4, 1e300),
+          last_backward_end(4, 0);
+      double last_forward_end = 0, first_backward_start = 1e300;
+      for (const graph::TraceEvent& e : r.trace) {
+        if (e.lane != device) continue;
+        ++ops;
+        if (e.name[0] != 'm' || e.name.find(".update") != std::string::npos) continue;
+        const auto k = static_cast<size_t>(MicroBatchOf(e.name));
+        if (IsBackward(e.name)) {
+          first_backward_start = std::min(first_backward_start, e.start_us);
+          first_backward[k] = std::min(first_backward[k], e.start_us);
+          last_backward_end[k] = std::max(last_backward_end[k], e.start_us + e.duration_us);
+        } else {
+          last_forward_end = std::max(last_forward_end, e.start_us + e.duration_us);
+          first_forward[k] = std::min(first_forward[k], e.start_us);
+        }
+      }
+      // Trace times are microseconds from start + duration: an op that starts as another ends
+      // may differ from its end in the last bits.
+      constexpr double kRounding = 1e-6;
+      if (schedule == PipelineSchedule::kGPipe) {
+        EXPECT_LE(last_forward_end, first_backward_start + kRounding) << device;
+        continue;
+      }
+      for (size_t k = 0; k + static_cast<size_t>(window) < 4; ++k) {
+        EXPECT_LE(last_backward_end[k], first_forward[k + static_cast<size_t>(window)] + kRounding)
+            << device << ": micro-batch " << k + static_cast<size_t>(window)
+            << " started before micro-batch " << k << " left";
+      }
+      // ... and admits as soon as it may: stage 0 starts micro-batch 1 while micro-batch 0 is in
+      // flight, not once it has left.
+      if (window == 2) EXPECT_LT(first_forward[1], first_backward[0]) << device;
+    }
+    EXPECT_EQ(ops, p.mb.graph.num_ops()) << graph::ToString(schedule);
+  }
+}
+
+// The simulator reuses one workspace per thread across placements: a placement judged after
+// others (a pipelined one, one that runs out of memory midway) gets the verdict it gets on a
+// fresh thread, to the bit.
+TEST(PipelineScheduleTest, ASimulationAfterOthersOnTheThreadEqualsOneOnAFreshThread) {
+  const Pipelined p = TwoStageLeNet(4);
+  sim::RooflineCostModel costs;
+  const graph::Placement gpipe = p.Place(PipelineSchedule::kGPipe);
+  const graph::Placement one_f_one_b = p.Place(PipelineSchedule::kOneFOneB);
+  const sim::Simulator simulator(p.mb.graph, CpuWorkers(2), costs);
+  const int64_t peak = simulator.Simulate(gpipe).peak_memory_bytes[0];
+  const sim::Simulator limited(p.mb.graph, CpuWorkers(2, peak / 2), costs);
+
+  sim::SimulationResult fresh;
+  std::thread([&] { fresh = simulator.Simulate(one_f_one_b, true); }).join();
+  ASSERT_TRUE(fresh.valid);
+  ASSERT_FALSE(limited.Simulate(gpipe).valid);  // stops midway
+  simulator.Simulate(gpipe);
+  const sim::SimulationResult again = simulator.Simulate(one_f_one_b, true);
+  ASSERT_TRUE(again.valid);
+  EXPECT_EQ(again.step_seconds, fresh.step_seconds);
+  EXPECT_EQ(again.busy_seconds, fresh.busy_seconds);
+  EXPECT_EQ(again.peak_memory_bytes, fresh.peak_memory_bytes);
+  ASSERT_EQ(again.trace.size(), fresh.trace.size());
+  for (size_t i = 0; i < again.trace.size(); ++i) {
+    EXPECT_EQ(again.trace[i].name, fresh.trace[i].name) << i;
+    EXPECT_EQ(again.trace[i].start_us, fresh.trace[i].start_us) << i;
+  }
+  ASSERT_EQ(again.transfers.size(), fresh.transfers.size());
+  for (size_t i = 0; i < again.transfers.size(); ++i) {
+    EXPECT_EQ(again.transfers[i].count, fresh.transfers[i].count) << i;
+    EXPECT_EQ(again.transfers[i].seconds, fresh.transfers[i].seconds) << i;
+  }
+}
+
+// The pipeline order from the graph's half found once (StepGraph::pipeline_graph) is the order
+// built from the graph for each placement.
+TEST(PipelineScheduleTest, TheSharedGraphHalfGivesTheSameOrder) {
+  const Pipelined p = TwoStageLeNet(4);
+  const graph::StepGraph step(p.mb.graph);
+  for (const PipelineSchedule schedule : {PipelineSchedule::kGPipe, PipelineSchedule::kOneFOneB}) {
+    const graph::Placement placement = p.Place(schedule);
+    const std::vector<int> devices = graph::ExpandPlacement(p.mb.graph, placement);
+    const graph::PipelineOrder own(p.mb.graph, placement, devices);
+    const graph::PipelineOrder shared(step.pipeline_graph(), placement, devices);
+    EXPECT_EQ(shared.priority(), own.priority());
+    EXPECT_EQ(shared.stages(), own.stages());
+    EXPECT_EQ(shared.stage_of_device(), own.stage_of_device());
+    for (size_t i = 0; i < own.ops_by_priority().size(); ++i) {
+      ASSERT_EQ(own.priority()[static_cast<size_t>(own.ops_by_priority()[i])], static_cast<int>(i));
+    }
+  }
+  EXPECT_EQ(&step.pipeline_graph(), &step.pipeline_graph());  // built once
+  const graph::StepGraph plain(p.plain);
+  EXPECT_THROW(plain.pipeline_graph(), graph::GraphError);
 }
 
 int64_t PeakOn(const StepResult& step, const std::string& device) {

@@ -21,6 +21,7 @@ using graph::OpId;
 using graph::Phase;
 using graph::TensorId;
 using graph::TensorOrigin;
+using Hold = graph::PipelineOrder::Hold;
 
 // A copy of tensor `tensor` from `from` (a device, or kHost) to `to`.
 struct Simulator::CopyTask {
@@ -75,6 +76,20 @@ struct Simulator::Workspace {
     }
   };
 
+  // Back to a fresh workspace's state, keeping the storage of the vectors (the per-op and
+  // per-tensor ones are large and would otherwise be allocated, and their pages faulted in, for
+  // every placement judged).
+  void Clear() {
+    Workspace fresh;
+    pending.swap(fresh.pending);
+    ready_at.swap(fresh.ready_at);
+    uses_left.swap(fresh.uses_left);
+    fresh.pending.clear();
+    fresh.ready_at.clear();
+    fresh.uses_left.clear();
+    *this = std::move(fresh);
+  }
+
   bool record_trace = false;
   // The placement's half of the plan (graph::PlacedStep), which the simulation only reads.
   std::span<const int> device_of;  // per op
@@ -96,7 +111,10 @@ struct Simulator::Workspace {
   std::vector<double> job_start;  // per device: when the op whose copies are running started
   std::vector<Event> events;      // min-heap: when each busy device finishes its current task
   int64_t next_sequence = 0;
-  std::vector<uint8_t> reads_on;      // per device, scratch for QueueCopiesOf
+  std::vector<uint8_t> reads_on;  // per device, scratch for QueueCopiesOf
+  // A pipelined placement's ready ops its schedule holds back, per device (PeekReady): until
+  // the device's schedule state moves on, and until their own forward op has run.
+  std::vector<std::vector<int>> held_back, awaiting_forward;
   std::array<int, 2> busy_of_kind{};  // scratch for Retime: CPU workers, GPUs
   std::vector<int64_t> memory_now;
   std::vector<ChannelStats> channels;
@@ -184,6 +202,9 @@ void Simulator::Publish(Workspace& w, TensorId t, int device) const {
     if (w.device_of[consumer] != device) continue;
     ++readers;
     if (--w.pending[consumer] == 0) {
+      // Its time is read when it starts: the table is large and read in no order a cache
+      // foresees.
+      __builtin_prefetch(&op_seconds_[static_cast<size_t>(consumer) * num_devices_ + device]);
       w.ready_at[consumer] = w.now;
       std::vector<int>& heap = w.ready[device];
       heap.push_back((*w.key)[consumer]);
@@ -205,6 +226,9 @@ void Simulator::FreeInputsOf(Workspace& w, OpId op, int device) const {
 
 // Queues a copy of `t` from `from` to every other device that reads it, in device order.
 void Simulator::QueueCopiesOf(Workspace& w, TensorId t, int from, OpId job_op) const {
+  bool remote = false;  // most values are read only where they are made
+  for (const OpId consumer : step_.consumers(t)) remote = remote || w.device_of[consumer] != from;
+  if (!remote) return;
   for (const OpId consumer : step_.consumers(t)) w.reads_on[w.device_of[consumer]] = 1;
   for (int to = 0; to < num_devices_; ++to) {
     if (!w.reads_on[to]) continue;
@@ -239,7 +263,9 @@ void Simulator::StartNext(Workspace& w, int device, double now) const {
   } else if (const OpId op = PopReady(w, device); op != kNoOp) {
     run.is_copy = false;
     run.op = op;
-    if (w.pipeline) w.pipeline->Started(w.pipeline_state[device], op);
+    if (w.pipeline && w.pipeline->Started(w.pipeline_state[device], op)) {
+      Unhold(w, device, w.held_back[device], [](int) { return true; });
+    }
     run.duration = OpSeconds(run.op, device) + ReceiveSeconds(w, run.op, device);
   } else {
     return;
@@ -255,43 +281,45 @@ void Simulator::StartNext(Workspace& w, int device, double now) const {
   }
 }
 
-OpId Simulator::PeekReady(const Workspace& w, int device) const {
-  const std::vector<int>& heap = w.ready[device];
-  if (heap.empty()) return kNoOp;
-  if (!w.pipeline) return (*w.op_of)[heap.front()];
-  int best = -1;
-  for (const int key : heap) {
-    if ((best < 0 || key < best) &&
-        w.pipeline->MayStart(w.pipeline_state[device], device, (*w.op_of)[key])) {
-      best = key;
-    }
+OpId Simulator::PeekReady(Workspace& w, int device) const {
+  std::vector<int>& heap = w.ready[device];
+  while (!heap.empty()) {
+    const OpId first = (*w.op_of)[heap.front()];
+    if (!w.pipeline) return first;
+    const Hold hold = w.pipeline->HoldOf(w.pipeline_state[device], device, first);
+    if (hold == Hold::kNone) return first;
+    // Held back: set aside until what holds it changes (Unhold), so that each later pick need
+    // not pass it again. Priorities are distinct: the heap's layout never decides what runs.
+    std::pop_heap(heap.begin(), heap.end(), std::greater<>());
+    (hold == Hold::kForward ? w.awaiting_forward : w.held_back)[device].push_back(heap.back());
+    heap.pop_back();
   }
-  return best < 0 ? kNoOp : (*w.op_of)[best];
+  return kNoOp;
 }
 
 OpId Simulator::PopReady(Workspace& w, int device) const {
+  const OpId op = PeekReady(w, device);
+  if (op == kNoOp) return kNoOp;
   std::vector<int>& heap = w.ready[device];
-  if (heap.empty()) return kNoOp;
-  if (!w.pipeline) {
-    std::pop_heap(heap.begin(), heap.end(), std::greater<>());
-    const OpId op = (*w.op_of)[heap.back()];
-    heap.pop_back();
-    return op;
-  }
-  // The first ready op by priority that the schedule lets start (few are ever held back).
-  size_t best = heap.size();
-  for (size_t i = 0; i < heap.size(); ++i) {
-    if ((best == heap.size() || heap[i] < heap[best]) &&
-        w.pipeline->MayStart(w.pipeline_state[device], device, (*w.op_of)[heap[i]])) {
-      best = i;
+  std::pop_heap(heap.begin(), heap.end(), std::greater<>());
+  heap.pop_back();
+  return op;
+}
+
+// Puts back into `device`'s ready ops the held-back keys of `keys` that `release` picks.
+template <typename Release>
+void Simulator::Unhold(Workspace& w, int device, std::vector<int>& keys, Release release) const {
+  std::vector<int>& heap = w.ready[device];
+  size_t kept = 0;
+  for (const int key : keys) {
+    if (release(key)) {
+      heap.push_back(key);
+      std::push_heap(heap.begin(), heap.end(), std::greater<>());
+    } else {
+      keys[kept++] = key;
     }
   }
-  if (best == heap.size()) return kNoOp;
-  const OpId op = (*w.op_of)[heap[best]];
-  heap[best] = heap.back();
-  heap.pop_back();
-  std::make_heap(heap.begin(), heap.end(), std::greater<>());
-  return op;
+  keys.resize(kept);
 }
 
 void Simulator::ScheduleEnd(Workspace& w, int device, double time) const {
@@ -328,7 +356,15 @@ void Simulator::Finish(Workspace& w, int device, double now) const {
   if (!run.is_copy) {
     const OpId op = run.op;
     ++w.ops_done;
-    if (w.pipeline) w.pipeline->Finished(w.pipeline_state[device], op);
+    if (w.pipeline) {
+      if (w.pipeline->Finished(w.pipeline_state[device], op)) {
+        Unhold(w, device, w.held_back[device], [](int) { return true; });
+      }
+      if (w.pipeline->IsForward(op)) {
+        Unhold(w, device, w.awaiting_forward[device],
+               [&](int key) { return w.pipeline->forward_op((*w.op_of)[key]) == op; });
+      }
+    }
     w.result.busy_seconds[device] += run.duration;
     w.job_start[device] = run.start;
     // The executor pushes each output's copies, then publishes it locally; this worker is busy
@@ -379,7 +415,10 @@ SimulationResult Simulator::Simulate(const graph::Placement& placement, bool rec
   }
   const size_t num_devices = static_cast<size_t>(num_devices_);
   const graph::PlacedStep placed(step_, placement);  // throws for an unplaced op
-  Workspace w;
+  // One workspace per thread, reused: Simulate runs on the EvaluateBatch threads at once.
+  static thread_local Workspace workspace;
+  Workspace& w = workspace;
+  w.Clear();
   w.record_trace = record_trace;
   w.device_of = placed.op_devices();
   w.key = &placed.priorities();
@@ -387,6 +426,8 @@ SimulationResult Simulator::Simulate(const graph::Placement& placement, bool rec
   w.pipeline = placed.pipeline();
   if (w.pipeline) {
     for (int d = 0; d < num_devices_; ++d) w.pipeline_state.push_back(w.pipeline->Start(d));
+    w.held_back.resize(num_devices);
+    w.awaiting_forward.resize(num_devices);
   }
   w.home = placed.homes();
   const std::vector<int64_t>& parameter_bytes = placed.parameter_bytes();

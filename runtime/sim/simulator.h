@@ -114,7 +114,8 @@ class Simulator {
 
   // Simulates one step. Throws std::invalid_argument when the placement's devices differ from the
   // simulator's, GraphError when an op is not placed; running out of memory is an invalid result.
-  // Thread-safe: concurrent calls share only read-only state.
+  // Thread-safe: concurrent calls share only read-only state (each thread keeps the scratch
+  // space of its simulations, sized by the largest step it has simulated).
   SimulationResult Simulate(const graph::Placement& placement, bool record_trace = false) const;
 
   // The result in the Evaluator's terms, with device and channel names.
@@ -157,7 +158,9 @@ class Simulator {
   // The ready op `device` runs next (removed from its queue), or kNoOp.
   graph::OpId PopReady(Workspace& w, int device) const;
   // The op PopReady would return, left in its queue; kNoOp when none.
-  graph::OpId PeekReady(const Workspace& w, int device) const;
+  graph::OpId PeekReady(Workspace& w, int device) const;
+  template <typename Release>
+  void Unhold(Workspace& w, int device, std::vector<int>& keys, Release release) const;
   void Finish(Workspace& w, int device, double now) const;
   void ScheduleEnd(Workspace& w, int device, double time) const;
   void Retime(Workspace& w, double now) const;
