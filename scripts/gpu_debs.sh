@@ -42,6 +42,8 @@ PACKAGES=(
   libgloo-dev
   # onnx.proto, compiled into the ONNX loader
   libonnx-dev
+  # jemalloc, the programs' allocator (CMakeLists.txt: placer_allocator)
+  libjemalloc-dev libjemalloc2
 )
 
 if [[ "$(dpkg --print-architecture)" != amd64 ]]; then

@@ -9,6 +9,7 @@ APT_PACKAGES=(
   libyaml-cpp-dev libprotobuf-dev protobuf-compiler libgtest-dev libgmock-dev
   libcli11-dev libfmt-dev nlohmann-json3-dev zlib1g-dev libboost-dev
   libmetis-dev libscotch-dev libglpk-dev
+  libjemalloc-dev  # the programs' allocator (CMakeLists.txt: placer_allocator)
   libssl-dev  # OpenSSL's libcrypto: the cluster messages' HMAC-SHA256 (proto/message_auth.h)
   libgloo-dev  # headers only, for c10d's ProcessGroupGloo (runtime/cluster/process_group.h)
   dataset-fashion-mnist
