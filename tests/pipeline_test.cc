@@ -241,6 +241,57 @@ TEST(PipelineScheduleTest, TheSimulatorHoldsToBothSchedulesAsTheExecutorDoes) {
   }
 }
 
+// What lets the simulator set held-back ops aside: Started and Finished return true whenever an op
+// the schedule held (Hold::kState) may start afterwards. Checked on both devices of a two-stage
+// pipeline, event by event, in the order the simulator runs their ops.
+TEST(PipelineScheduleTest, StartedAndFinishedSayWheneverAHeldOpMayGo) {
+  using Hold = graph::PipelineOrder::Hold;
+  const Pipelined p = TwoStageLeNet(4);
+  const graph::Graph& g = p.mb.graph;
+  sim::RooflineCostModel costs;
+  const sim::Simulator simulator(g, CpuWorkers(2), costs);
+  for (const PipelineSchedule schedule : {PipelineSchedule::kGPipe, PipelineSchedule::kOneFOneB}) {
+    const graph::Placement placement = p.Place(schedule);
+    const graph::PipelineOrder order(g, placement, graph::ExpandPlacement(g, placement));
+    std::vector<graph::TraceEvent> trace = simulator.Simulate(placement, true).trace;
+    std::stable_sort(trace.begin(), trace.end(),
+                     [](const auto& a, const auto& b) { return a.start_us < b.start_us; });
+    for (int device = 0; device < 2; ++device) {
+      std::vector<graph::OpId> ran;
+      for (const graph::TraceEvent& e : trace) {
+        if (e.lane == fmt::format("cpu:{}", device)) ran.push_back(g.FindOp(e.name).value());
+      }
+      graph::PipelineOrder::DeviceState state = order.Start(device);
+      auto held = [&] {
+        std::vector<bool> by_op;
+        for (const graph::OpId op : ran) {
+          by_op.push_back(order.HoldOf(state, device, op) == Hold::kState);
+        }
+        return by_op;
+      };
+      int releases = 0;
+      auto check = [&](bool released, const std::vector<bool>& before, const std::string& event) {
+        const std::vector<bool> after = held();
+        for (size_t i = 0; i < ran.size(); ++i) {
+          if (before[i] && !after[i]) {
+            ASSERT_TRUE(released) << graph::ToString(schedule) << ", cpu:" << device << ": "
+                                  << event << " let '" << g.op(ran[i]).name
+                                  << "' go without saying so";
+          }
+        }
+        releases += released;
+      };
+      for (const graph::OpId op : ran) {
+        std::vector<bool> before = held();
+        check(order.Started(state, op), before, "starting '" + g.op(op).name + "'");
+        before = held();
+        check(order.Finished(state, op), before, "finishing '" + g.op(op).name + "'");
+      }
+      EXPECT_GT(releases, 0) << graph::ToString(schedule) << ", cpu:" << device;
+    }
+  }
+}
+
 // The simulator reuses one workspace per thread across placements: a placement judged after
 // others (a pipelined one, one that runs out of memory midway) gets the verdict it gets on a
 // fresh thread, to the bit.
