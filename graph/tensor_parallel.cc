@@ -11,6 +11,7 @@
 
 #include "graph/ops.h"
 #include "graph/ring_all_reduce.h"
+#include "graph/shard_rules.h"
 #include "graph/shared_values.h"
 #include "graph/step_names.h"
 #include "graph/training_step.h"
@@ -23,31 +24,11 @@ std::string ShardName(int shard, const std::string& name) {
 
 namespace {
 
-constexpr int kWhole = -1;       // a tensor not split: every shard reads all of it
-constexpr int kReplicated = -2;  // an output every shard computes a copy of, on its own device
-
-size_t Rank(const Graph& g, TensorId t) { return g.tensor(t).shape.size(); }
-
-int NormalAxis(int64_t axis, size_t rank) {
-  return static_cast<int>(axis < 0 ? axis + static_cast<int64_t>(rank) : axis);
-}
-
-bool IsLinearLayer(const Graph& g, const Op& op) {
-  if (op.type == op_types::kLinear) return true;
-  return op.type == op_types::kMatMul && op.inputs.size() == 2 &&
-         g.tensor(op.inputs[1]).kind == TensorKind::kParameter && Rank(g, op.inputs[1]) == 2;
-}
-
-// Ops every shard may repeat on its own copy of their inputs, as Megatron repeats normalisation,
-// residuals and the reshapes around them on every tensor-parallel rank: cheap, with no parameter
-// of their own to split.
-bool IsReplicable(const Op& op) {
-  namespace t = op_types;
-  if (op.outputs.size() != 1 || op.inputs.empty()) return false;
-  return IsElementwise(op.type) || op.type == t::kLayerNorm || op.type == t::kSoftmax ||
-         op.type == t::kLogSoftmax || op.type == t::kReshape || op.type == t::kTranspose ||
-         op.type == t::kSlice || op.type == t::kConcat;
-}
+using shard_rules::IsLinearLayer;
+using shard_rules::IsReplicable;
+using shard_rules::kReplicated;
+using shard_rules::kWhole;
+using shard_rules::ShardPlan;
 
 // Row-major values of `shape` cut to `size` entries along `axis` from `begin`.
 std::vector<float> SliceValues(const std::vector<float>& values, const Shape& shape, int axis,
@@ -65,18 +46,9 @@ std::vector<float> SliceValues(const std::vector<float>& values, const Shape& sh
   return out;
 }
 
-// How one op of the model runs on the shards: the op each shard runs (its inputs are the model's
-// tensors), each input's axis of split (its pieces) or kWhole, and the output's axis of split, or
-// kReplicated. A partial op's shards each compute a part of a sum (a contraction over a split
-// axis).
-struct ShardPlan {
-  Op shard_op;
-  std::vector<int> input_axis;
-  int output_axis = kWhole;
-  bool partial = false;
-  std::optional<TensorId> bias_after_sum;  // a row-parallel Linear's bias, added once
-};
-
+// The rewrite: walks the model in topological order, asks the rules how each op runs on the
+// shards, and emits the shards' ops, the pieces and gathers between them and the ring
+// all-reduces of partial sums.
 class Sharder {
  public:
   Sharder(const Graph& model, int ways)
@@ -86,7 +58,8 @@ class Sharder {
         pieces_(static_cast<size_t>(model.num_tensors())),
         copies_(static_cast<size_t>(model.num_tensors())),
         whole_(static_cast<size_t>(model.num_tensors()), -1),
-        feeds_start_(static_cast<size_t>(model.num_ops()), false) {
+        feeds_start_(static_cast<size_t>(model.num_ops()), false),
+        rules_(model, ways, axis_) {
     result_.ways = ways;
   }
 
@@ -114,13 +87,13 @@ class Sharder {
       }
       std::optional<ShardPlan> plan;
       if (starts.count(id)) {
-        plan = ColumnStart(op);
+        plan = rules_.ColumnStart(op);
       } else if (AnySplit(op)) {
-        plan = Follow(op);
+        plan = rules_.Follow(op);
       } else if (AnyReplicated(op) && IsReplicable(op) && feeds_start_[static_cast<size_t>(id)]) {
-        plan = PlanFor(op, std::vector<int>(op.inputs.size(), kWhole), kReplicated);
+        plan = rules_.PlanFor(op, std::vector<int>(op.inputs.size(), kWhole), kReplicated);
       }
-      if (plan && CanCut(*plan)) {
+      if (plan && rules_.CanCut(*plan)) {
         EmitShards(id, *plan);
       } else {
         EmitWhole(id);
@@ -144,160 +117,6 @@ class Sharder {
   bool IsCopied(TensorId t) const { return !copies_[static_cast<size_t>(t)].empty(); }
   bool AnyReplicated(const Op& op) const {
     return std::any_of(op.inputs.begin(), op.inputs.end(), [&](TensorId t) { return IsCopied(t); });
-  }
-
-  // Every input cut along its axis must divide evenly.
-  bool CanCut(const ShardPlan& plan) const {
-    for (size_t i = 0; i < plan.input_axis.size(); ++i) {
-      const int axis = plan.input_axis[i];
-      if (axis != kWhole && Extent(plan.shard_op.inputs[i], axis) % ways_ != 0) return false;
-    }
-    return true;
-  }
-
-  ShardPlan PlanFor(const Op& op, std::vector<int> input_axis, int output_axis) const {
-    return ShardPlan{
-        .shard_op = op, .input_axis = std::move(input_axis), .output_axis = output_axis};
-  }
-
-  ShardPlan ColumnStart(const Op& op) const {
-    if (!IsLinearLayer(model_, op)) {
-      throw GraphError(fmt::format(
-          "tensor parallelism: op '{}' ({}) cannot start a column split: only Linear, and MatMul "
-          "by a rank-2 parameter, can",
-          op.name, op.type));
-    }
-    const int out_axis = static_cast<int>(Rank(model_, op.outputs[0])) - 1;
-    const int64_t features = Extent(op.outputs[0], out_axis);
-    if (features % ways_ != 0) {
-      throw GraphError(fmt::format(
-          "tensor parallelism: op '{}' has {} output features, which {} shards do not divide",
-          op.name, features, ways_));
-    }
-    if (op.type == op_types::kLinear) {  // weight [O, K], bias [O]: rows
-      std::vector<int> axes{kWhole, 0};
-      if (op.inputs.size() > 2) axes.push_back(0);
-      return PlanFor(op, axes, out_axis);
-    }
-    return PlanFor(op, {kWhole, 1}, out_axis);  // MatMul by [K, N]: columns
-  }
-
-  // How an op whose inputs are split can follow the split, or nullopt when it cannot.
-  std::optional<ShardPlan> Follow(const Op& op) const {
-    namespace t = op_types;
-    if (op.outputs.size() != 1) return std::nullopt;
-    const size_t out_rank = Rank(model_, op.outputs[0]);
-    if (IsElementwise(op.type)) return Elementwise(op, out_rank);
-    const int s = SplitOf(op.inputs[0]);
-    if (op.type == t::kSoftmax || op.type == t::kLogSoftmax || op.type == t::kHardmax ||
-        op.type == t::kSlice) {
-      if (s == kWhole || NormalAxis(op.attrs.GetInt("axis"), out_rank) == s) return std::nullopt;
-      return PlanFor(op, {s}, s);
-    }
-    if (op.type == t::kLayerNorm) {
-      const int64_t axis = op.attrs.Has("axis") ? op.attrs.GetInt("axis") : -1;
-      if (s == kWhole || s >= NormalAxis(axis, out_rank)) return std::nullopt;
-      std::vector<int> axes(op.inputs.size(), kWhole);
-      axes[0] = s;
-      return PlanFor(op, axes, s);
-    }
-    if (op.type == t::kTranspose) {
-      const std::vector<int64_t>& perm = op.attrs.GetInts("perm");
-      const auto at = std::find(perm.begin(), perm.end(), s);
-      return PlanFor(op, {s}, static_cast<int>(at - perm.begin()));
-    }
-    if (op.type == t::kReshape) return Reshape(op);
-    if (op.type == t::kConcat) {
-      const int axis = NormalAxis(op.attrs.GetInt("axis"), out_rank);
-      int split = kWhole;
-      for (TensorId in : op.inputs) {
-        if (SplitOf(in) == kWhole) continue;
-        if (split != kWhole && SplitOf(in) != split) return std::nullopt;
-        split = SplitOf(in);
-      }
-      if (split == axis) return std::nullopt;
-      return PlanFor(op, std::vector<int>(op.inputs.size(), split), split);
-    }
-    if (op.type == t::kLinear) {
-      if (s == static_cast<int>(Rank(model_, op.inputs[0])) - 1) {  // row-parallel
-        ShardPlan plan = PlanFor(op, {s, 1}, kWhole);
-        plan.shard_op.inputs.resize(2);
-        plan.partial = true;
-        if (op.inputs.size() > 2) plan.bias_after_sum = op.inputs[2];
-        return plan;
-      }
-      if (SplitOf(op.inputs[1]) != kWhole) return std::nullopt;
-      return PlanFor(op, std::vector<int>(op.inputs.size(), kWhole), s);
-    }
-    if (op.type == t::kMatMul) return MatMul(op, out_rank);
-    return std::nullopt;
-  }
-
-  std::optional<ShardPlan> Elementwise(const Op& op, size_t out_rank) const {
-    int out_axis = kWhole;
-    for (TensorId in : op.inputs) {
-      if (SplitOf(in) == kWhole) continue;
-      const int aligned = SplitOf(in) + static_cast<int>(out_rank - Rank(model_, in));
-      if (out_axis != kWhole && aligned != out_axis) return std::nullopt;
-      out_axis = aligned;
-    }
-    std::vector<int> axes;
-    for (TensorId in : op.inputs) {
-      const int axis = out_axis - static_cast<int>(out_rank - Rank(model_, in));
-      axes.push_back(axis < 0 || Extent(in, axis) == 1 ? kWhole : axis);  // broadcast: whole
-    }
-    return PlanFor(op, axes, out_axis);
-  }
-
-  // A reshape keeps the split when the split axis starts at the same flat offset in the output:
-  // then, within each index of the axes before it, both cut the same contiguous elements into
-  // `ways` equal blocks ([b, s, H*d] split on features is [b, s, H, d] split on heads, and back).
-  std::optional<ShardPlan> Reshape(const Op& op) const {
-    const int s = SplitOf(op.inputs[0]);
-    const Shape& in = T(op.inputs[0]).shape;
-    Shape out = op.attrs.GetInts("shape");
-    int64_t before = 1;
-    for (int d = 0; d < s; ++d) before *= in[static_cast<size_t>(d)];
-    int64_t prefix = 1;
-    size_t j = 0;
-    while (j < out.size() && prefix < before) prefix *= out[j++];
-    if (prefix != before || j == out.size()) return std::nullopt;
-    if (out[j] % ways_ != 0) return std::nullopt;
-    ShardPlan plan = PlanFor(op, {s}, static_cast<int>(j));
-    out[j] /= ways_;
-    plan.shard_op.attrs.Set("shape", out);
-    return plan;
-  }
-
-  std::optional<ShardPlan> MatMul(const Op& op, size_t out_rank) const {
-    const TensorId a = op.inputs[0], b = op.inputs[1];
-    const int ra = static_cast<int>(Rank(model_, a)), rb = static_cast<int>(Rank(model_, b));
-    const int r = static_cast<int>(out_rank);
-    if (ra < 2 || rb < 2) return std::nullopt;
-    const int sa = SplitOf(a), sb = SplitOf(b);
-    if ((sa == ra - 1 || sb == rb - 2) && (sa == kWhole || sa == ra - 1) &&
-        (sb == kWhole || sb == rb - 2)) {  // over the contraction: partial products
-      ShardPlan plan = PlanFor(op, {ra - 1, rb - 2}, kWhole);
-      plan.partial = true;
-      return plan;
-    }
-    const int batch_a = sa != kWhole && sa < ra - 2 ? sa + (r - ra) : kWhole;
-    const int batch_b = sb != kWhole && sb < rb - 2 ? sb + (r - rb) : kWhole;
-    if (batch_a != kWhole || batch_b != kWhole) {  // over a batch axis (attention's heads)
-      if (batch_a != kWhole && batch_b != kWhole && batch_a != batch_b) return std::nullopt;
-      const int o = batch_a != kWhole ? batch_a : batch_b;
-      if ((sa != kWhole && batch_a == kWhole) || (sb != kWhole && batch_b == kWhole)) {
-        return std::nullopt;
-      }
-      auto operand_axis = [&](TensorId t, int rank) {
-        const int axis = o - (r - rank);
-        return axis < 0 || Extent(t, axis) == 1 ? kWhole : axis;
-      };
-      return PlanFor(op, {operand_axis(a, ra), operand_axis(b, rb)}, o);
-    }
-    if (sa == ra - 2 && sb == kWhole) return PlanFor(op, {sa, kWhole}, r - 2);  // rows of a
-    if (sb == rb - 1 && sa == kWhole) return PlanFor(op, {kWhole, sb}, r - 1);  // columns of b
-    return std::nullopt;
   }
 
   // ---- emitting the rewritten graph ----
@@ -544,6 +363,7 @@ class Sharder {
   std::vector<std::vector<TensorId>> copies_;  // per model tensor repeated: each shard's copy
   std::vector<TensorId> whole_;                // per model tensor: its whole copy, once made
   std::vector<bool> feeds_start_;              // per model op: its output reaches a start
+  const shard_rules::SplitRules rules_;        // reads axis_ as it is filled in
   std::map<std::pair<TensorId, int>, std::vector<TensorId>> cut_;  // sliced or scattered pieces
   std::map<TensorId, ReplicatedParameter> parameter_copies_;       // per model parameter copied
 };
