@@ -268,64 +268,79 @@ BaselineResult MEtf(const PlacementProblem& problem) {
   return result;
 }
 
-TaskSchedule ScheduleHeft(const TaskGraph& tasks) {
-  const int num_tasks = tasks.num_tasks();
-  const int num_devices = tasks.num_devices();
+std::vector<double> UpwardRanks(const TaskGraph& tasks) {
   // Tasks are numbered topologically, so a reverse sweep sees every successor first.
-  std::vector<double> upward_rank(Index(num_tasks), 0.0);
-  for (int task = num_tasks - 1; task >= 0; --task) {
+  std::vector<double> rank(Index(tasks.num_tasks()), 0.0);
+  for (int task = tasks.num_tasks() - 1; task >= 0; --task) {
     double longest_tail = 0;
     for (int e : tasks.out_edges(task)) {
       longest_tail = std::max(longest_tail, tasks.MeanCommunicationSeconds(e) +
-                                                upward_rank[Index(tasks.edges()[Index(e)].to)]);
+                                                rank[Index(tasks.edges()[Index(e)].to)]);
     }
-    upward_rank[Index(task)] = tasks.MeanComputeSeconds(task) + longest_tail;
+    rank[Index(task)] = tasks.MeanComputeSeconds(task) + longest_tail;
   }
+  return rank;
+}
+
+GapFiller::GapFiller(const TaskGraph& tasks) : tasks_(tasks), busy_(Index(tasks.num_devices())) {
+  schedule_.device.assign(Index(tasks.num_tasks()), -1);
+  schedule_.start_seconds.assign(Index(tasks.num_tasks()), 0.0);
+  schedule_.end_seconds.assign(Index(tasks.num_tasks()), 0.0);
+}
+
+double GapFiller::EarliestStart(int task, int device) const {
+  double ready = 0;
+  for (int e : tasks_.in_edges(task)) {
+    const int from = tasks_.edges()[Index(e)].from;
+    ready =
+        std::max(ready, schedule_.end_seconds[Index(from)] +
+                            tasks_.CommunicationSeconds(e, schedule_.device[Index(from)], device));
+  }
+  const double duration = tasks_.ComputeSeconds(task, device);
+  double start = ready;
+  for (const auto& [busy_start, busy_end] : busy_[Index(device)]) {
+    if (start + duration <= busy_start) break;  // fits in the gap before this interval
+    start = std::max(start, busy_end);
+  }
+  return start;
+}
+
+void GapFiller::Place(int task, int device) {
+  const double start = EarliestStart(task, device);
+  const double end = start + tasks_.ComputeSeconds(task, device);
+  schedule_.device[Index(task)] = device;
+  schedule_.start_seconds[Index(task)] = start;
+  schedule_.end_seconds[Index(task)] = end;
+  auto& intervals = busy_[Index(device)];
+  intervals.insert(std::upper_bound(intervals.begin(), intervals.end(), std::pair(start, end)),
+                   {start, end});
+  schedule_.makespan_seconds = std::max(schedule_.makespan_seconds, end);
+}
+
+void GapFiller::PlaceWhereItFinishesFirst(int task) {
+  int best_device = -1;
+  double best_end = kNever;
+  for (int d = 0; d < tasks_.num_devices(); ++d) {
+    const double end = EarliestStart(task, d) + tasks_.ComputeSeconds(task, d);
+    if (end < best_end) {
+      best_device = d;
+      best_end = end;
+    }
+  }
+  Place(task, best_device);
+}
+
+TaskSchedule ScheduleHeft(const TaskGraph& tasks) {
+  const std::vector<double> upward_rank = UpwardRanks(tasks);
   // Costs are non-negative, so a predecessor's rank is never below its successor's; the index
   // breaks ties in topological order, which keeps the order a valid one.
-  std::vector<int> order(Index(num_tasks));
-  for (int task = 0; task < num_tasks; ++task) order[Index(task)] = task;
+  std::vector<int> order(Index(tasks.num_tasks()));
+  for (int task = 0; task < tasks.num_tasks(); ++task) order[Index(task)] = task;
   std::stable_sort(order.begin(), order.end(),
                    [&](int a, int b) { return upward_rank[Index(a)] > upward_rank[Index(b)]; });
-
-  TaskSchedule schedule;
-  schedule.device.assign(Index(num_tasks), -1);
-  schedule.start_seconds.assign(Index(num_tasks), 0.0);
-  schedule.end_seconds.assign(Index(num_tasks), 0.0);
-  // Busy intervals per device, sorted by start.
-  std::vector<std::vector<std::pair<double, double>>> busy(Index(num_devices));
-  for (int task : order) {
-    int best_device = -1;
-    double best_start = kNever, best_end = kNever;
-    for (int d = 0; d < num_devices; ++d) {
-      double ready = 0;
-      for (int e : tasks.in_edges(task)) {
-        const int from = tasks.edges()[Index(e)].from;
-        ready = std::max(ready, schedule.end_seconds[Index(from)] +
-                                    tasks.CommunicationSeconds(e, schedule.device[Index(from)], d));
-      }
-      const double duration = tasks.ComputeSeconds(task, d);
-      double start = ready;
-      for (const auto& [busy_start, busy_end] : busy[Index(d)]) {
-        if (start + duration <= busy_start) break;  // fits in the gap before this interval
-        start = std::max(start, busy_end);
-      }
-      if (start + duration < best_end) {
-        best_device = d;
-        best_start = start;
-        best_end = start + duration;
-      }
-    }
-    schedule.device[Index(task)] = best_device;
-    schedule.start_seconds[Index(task)] = best_start;
-    schedule.end_seconds[Index(task)] = best_end;
-    auto& intervals = busy[Index(best_device)];
-    intervals.insert(
-        std::upper_bound(intervals.begin(), intervals.end(), std::pair(best_start, best_end)),
-        {best_start, best_end});
-    schedule.makespan_seconds = std::max(schedule.makespan_seconds, best_end);
-  }
-  return schedule;
+  GapFiller filler(tasks);
+  for (int task : order) filler.PlaceWhereItFinishesFirst(task);
+  return filler.schedule();
 }
 
 BaselineResult Heft(const PlacementProblem& problem) {

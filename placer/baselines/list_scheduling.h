@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "placer/baselines/problem.h"
@@ -37,6 +38,29 @@ TaskSchedule ScheduleEarliestTaskFirst(const TaskGraph& tasks,
 
 // m-ETF on the problem; estimated_step_seconds is the schedule's makespan.
 BaselineResult MEtf(const PlacementProblem& problem);
+
+// Each task's upward rank: its mean compute time plus the largest, over its successors, of the
+// mean communication time to it and its rank (HEFT's and CPOP's priority).
+std::vector<double> UpwardRanks(const TaskGraph& tasks);
+
+// HEFT's insertion policy, shared by the list schedulers that use it: tasks placed one at a time,
+// each (after its predecessors) into the earliest idle gap of a device that holds it once its
+// inputs have arrived there.
+class GapFiller {
+ public:
+  explicit GapFiller(const TaskGraph& tasks);
+  // When `task` would start on `device`, in the earliest gap that fits it.
+  double EarliestStart(int task, int device) const;
+  void Place(int task, int device);
+  // On the device where it finishes earliest (ties: the lowest index).
+  void PlaceWhereItFinishesFirst(int task);
+  const TaskSchedule& schedule() const { return schedule_; }
+
+ private:
+  const TaskGraph& tasks_;
+  TaskSchedule schedule_;
+  std::vector<std::vector<std::pair<double, double>>> busy_;  // per device, sorted by start
+};
 
 // HEFT (Topcuoglu, Hariri, Wu, IEEE TPDS 2002): tasks by decreasing upward rank (mean compute time
 // plus the largest mean communication time + rank over its successors; ties by topological index),
