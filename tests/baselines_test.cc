@@ -344,6 +344,39 @@ TEST(ListSchedulingTest, HeftInsertsATaskIntoAnIdleGap) {
   EXPECT_DOUBLE_EQ(schedule.makespan_seconds, 14);
 }
 
+// CPOP keeps the critical path on one device where HEFT follows each task's earliest finish.
+// a (6 s) and s (2 s) feed c (1 s); cpu:1 is 1.5 times slower; s's output takes 4.5 s to cross,
+// a's 0.0045 s. By mean times the critical path is a -> c (priority 8.7545 against s's 8.25), and
+// cpu:0 computes it soonest (7 s against 10.5). CPOP: a on cpu:0 [0, 6]; s where it finishes
+// first, cpu:1 [0, 3]; c on the path's device once s's output has crossed: [7.5, 8.5]. HEFT puts
+// c where it finishes first: cpu:1, [6.0045, 7.5045].
+TEST(ListSchedulingTest, CpopKeepsTheCriticalPathOnOneDevice) {
+  Graph g;
+  ModelBuilder b(g);
+  const TensorId a = b.Relu("a", b.Input("small", {1}));
+  const TensorId s = b.Relu("s", b.Input("large", {1000}));
+  b.Concat("c", {a, s}, 0);
+  const TestProblem t =
+      MakeProblem(std::move(g), Cpus(2), {{"a", 6}, {"s", 2}, {"c", 1}},
+                  sim::LinkSpec{.seconds_per_byte = 4.5 / 4000}, {{"cpu:1", 1.5}});
+  const TaskGraph tasks(t.problem());
+  auto task = [&](const std::string& name) {
+    return Index(tasks.task_of_group(t.grouping.group_of_op[Index(*t.graph.FindOp(name))]));
+  };
+  const TaskSchedule cpop = ScheduleCpop(tasks);
+  EXPECT_EQ(cpop.device[task("a")], 0);
+  EXPECT_EQ(cpop.device[task("s")], 1);
+  EXPECT_EQ(cpop.device[task("c")], 0);
+  EXPECT_NEAR(cpop.start_seconds[task("c")], 7.5, 1e-9);
+  EXPECT_NEAR(cpop.makespan_seconds, 8.5, 1e-9);
+  const TaskSchedule heft = ScheduleHeft(tasks);
+  EXPECT_EQ(heft.device[task("c")], 1);
+  EXPECT_NEAR(heft.makespan_seconds, 7.5045, 1e-9);
+  const BaselineResult by_name = RunBaseline("cpop", t.problem());
+  EXPECT_EQ(by_name.algorithm, "CPOP");
+  EXPECT_THAT(by_name.estimated_step_seconds, Optional(DoubleNear(8.5, 1e-9)));
+}
+
 // ---------------------------------------------------------------------------------------------
 // m-SCT.
 

@@ -32,6 +32,7 @@ constexpr Algorithm kAlgorithms[] = {
     {"m-etf", [](const PlacementProblem& p) { return MEtf(p); }},
     {"m-sct", [](const PlacementProblem& p) { return MSct(p); }},
     {"heft", [](const PlacementProblem& p) { return Heft(p); }},
+    {"cpop", [](const PlacementProblem& p) { return Cpop(p); }},
     {"metis", [](const PlacementProblem& p) { return MetisPartition(p); }},
     {"scotch", [](const PlacementProblem& p) { return ScotchMapping(p); }},
 };

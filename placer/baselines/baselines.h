@@ -4,6 +4,7 @@
 //   m-etf   Baechi's m-ETF (list_scheduling.h)
 //   m-sct   Baechi's m-SCT, LP by GLPK (m_sct.h)
 //   heft    HEFT, insertion-based (list_scheduling.h)
+//   cpop    CPOP, the critical path on one device, insertion-based (below)
 //   metis   METIS k-way partitioning (partitioners.h)
 //   scotch  Scotch static mapping (partitioners.h)
 #pragma once
@@ -23,6 +24,14 @@ namespace placer::baselines {
 // Every group on device `device` (an index into problem.devices). Ignores memory: an over-capacity
 // placement is reported in memory_warning. Throws std::invalid_argument for an index out of range.
 BaselineResult SingleDevice(const PlacementProblem& problem, int device);
+
+// CPOP (Topcuoglu, Hariri, Wu, IEEE TPDS 2002): a task's priority is its upward plus its downward
+// rank; the critical path (the entry-to-exit path of the largest priority) all goes to the one
+// device that computes it soonest; ready tasks are taken by priority, each other task to the
+// device where it finishes earliest, all inserted into the earliest idle gap (list_scheduling.h's
+// GapFiller). Ignores memory: an over-capacity placement is reported in memory_warning.
+TaskSchedule ScheduleCpop(const TaskGraph& tasks);
+BaselineResult Cpop(const PlacementProblem& problem);
 
 // The names above, in that order.
 const std::vector<std::string>& BaselineNames();
