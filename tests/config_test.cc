@@ -559,6 +559,54 @@ TEST(SchemaTest, SearchTableOfTheSchemaIsTheDeclarations) {
   }
 }
 
+// The keys of a generated table's rows, in order.
+std::vector<std::string> RowKeys(const std::string& table) {
+  std::vector<std::string> keys;
+  std::stringstream lines(table);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.starts_with("| `")) keys.push_back(line.substr(3, line.find('`', 3) - 3));
+  }
+  return keys;
+}
+
+// The keys the reader accepts where `yaml` gives the unknown key `no_such_key`, from its message.
+std::vector<std::string> AcceptedKeys(const std::string& yaml) {
+  try {
+    ParseConfig(yaml, "keys.yaml");
+  } catch (const ConfigError& error) {
+    const std::string what = error.what();
+    const std::string list = "expected one of: ";
+    EXPECT_TRUE(Contains(what, "unknown key 'no_such_key'")) << what;
+    std::vector<std::string> keys;
+    std::stringstream names(what.substr(what.find(list) + list.size()));
+    for (std::string name; std::getline(names, name, ',');) {
+      keys.push_back(name.substr(name.find_first_not_of(' ')));
+    }
+    return keys;
+  }
+  ADD_FAILURE() << "accepted:\n" << yaml;
+  return {};
+}
+
+// configs/SCHEMA.md's tables of devices, measurement, simulation, cluster and output are their
+// structs' declarations (placer/config/sections.cc): each generated block is what
+// SectionSchemaMarkdown() makes now, and its rows are exactly the keys the reader accepts, in
+// the same order.
+TEST(SchemaTest, SectionTablesOfTheSchemaAreTheDeclarations) {
+  for (std::string_view section : kGeneratedSections) {
+    SCOPED_TRACE(std::string(section));
+    const std::string generated = SectionSchemaMarkdown(section);
+    ExpectSchemaBlock(fmt::format("<!-- generated {}:", section),
+                      fmt::format("<!-- end of the generated {} table -->", section), generated);
+    const std::string yaml =
+        section == "devices"
+            ? std::string(kMinimal) + "devices:\n  - {name: cpu:0, no_such_key: 1}\n"
+            : fmt::format("{}{}:\n  no_such_key: 1\n", kMinimal, section);
+    EXPECT_EQ(RowKeys(generated), AcceptedKeys(yaml));
+  }
+  EXPECT_THROW(SectionSchemaMarkdown("search"), std::invalid_argument);
+}
+
 // The GPU kinds' table is their registry's (runtime/sim/gpu_kinds.cc): a new kind is a row there.
 TEST(SchemaTest, GpuKindsTableOfTheSchemaIsTheRegistrys) {
   const std::string generated = GpuKindSchemaMarkdown();

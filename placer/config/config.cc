@@ -37,33 +37,25 @@ std::string FormatError(const std::string& file, int line, int column, const std
   return fmt::format("{}: {}: {}", where, key_path, message);
 }
 
-constexpr std::array kGpuLinkNames = {Named<GpuLink>{GpuLink::kPcie, "pcie"},
-                                      Named<GpuLink>{GpuLink::kNvlink, "nvlink"}};
-const std::array kPrecisionNames = {
-    Named<sim::Precision>{sim::Precision::kFp32, sim::ToString(sim::Precision::kFp32)},
-    Named<sim::Precision>{sim::Precision::kTf32, sim::ToString(sim::Precision::kTf32)},
-    Named<sim::Precision>{sim::Precision::kBf16, sim::ToString(sim::Precision::kBf16)},
-    Named<sim::Precision>{sim::Precision::kFp16, sim::ToString(sim::Precision::kFp16)}};
-
-const std::array kGpuEfficiencyNames = {
-    Named<sim::GpuEfficiency>{sim::GpuEfficiency::kPeak, sim::ToString(sim::GpuEfficiency::kPeak)},
-    Named<sim::GpuEfficiency>{sim::GpuEfficiency::kAchieved,
-                              sim::ToString(sim::GpuEfficiency::kAchieved)}};
-
-const std::vector<std::string_view> kCommonModelKeys = {"builtin",       "onnx",      "batch_size",
-                                                        "learning_rate", "init_seed", "replicas"};
-
+// model: which model (builtin or onnx) is chosen by hand here: exactly one of the two, the
+// choice deciding which model.<builtin> section may be given (a mapping, read into that model's
+// options struct) and batch_size's default; every other key through ModelConfig::Fields().
 ModelConfig ReadModel(const Value& value) {
-  std::vector<std::string_view> allowed = kCommonModelKeys;
+  ModelConfig model;
+  FieldKeys keys;
+  model.SourceFields(keys);
+  model.Fields(keys);
+  std::vector<std::string_view> allowed = keys.views();
   const std::vector<std::string_view> models = graph::BuiltinModelNames();
   allowed.insert(allowed.end(), models.begin(), models.end());
   Mapping mapping(value, allowed);
-  ModelConfig model;
-  if (const Value* onnx = mapping.Find("onnx")) {
-    if (mapping.Find("builtin")) onnx->Fail("give model.builtin or model.onnx, not both");
+  const Value* onnx = mapping.Find("onnx");
+  if (onnx && mapping.Find("builtin")) onnx->Fail("give model.builtin or model.onnx, not both");
+  YamlFields reader(mapping);
+  model.SourceFields(reader);
+  if (onnx) {
     // The file itself is read by LoadConfig (its own batch) and when the model is built
     // (placer/setup/model_factory.cc), which report its problems with the file's name.
-    model.onnx = ToString(*onnx);
     model.builtin.clear();
     model.options = nullptr;
     model.batch_size = 0;  // the file's own, for LoadConfig to read
@@ -74,12 +66,10 @@ ModelConfig ReadModel(const Value& value) {
       }
     }
   } else {
-    const Value& builtin = mapping.Require("builtin");
-    model.builtin = ToString(builtin);
     const graph::ModelEntry* entry = graph::FindBuiltinModel(model.builtin);
     if (!entry) {
-      builtin.Fail(fmt::format("unknown model {}; known models: {}", Quote(model.builtin),
-                               fmt::join(models, ", ")));
+      mapping.Find("builtin")->Fail(fmt::format("unknown model {}; known models: {}",
+                                                Quote(model.builtin), fmt::join(models, ", ")));
     }
     // Only the section of the configured model may be given: another model's sizes would be
     // silently ignored.
@@ -95,45 +85,20 @@ ModelConfig ReadModel(const Value& value) {
     model.batch_size = options->default_batch_size();
     model.options = std::move(options);
   }
-  ReadInteger(mapping, "batch_size", 1, &model.batch_size);
-  ReadPositive(mapping, "learning_rate", &model.learning_rate);
-  ReadUnsigned(mapping, "init_seed", &model.init_seed);
-  ReadInteger(mapping, "replicas", 1, &model.replicas);
-  if (model.batch_size > 0 && model.replicas > model.batch_size) {
-    mapping.Find("replicas")
-        ->Fail(fmt::format("{} replicas cannot share a batch of {}", model.replicas,
-                           model.batch_size));
-  }
+  VisitFields(value, mapping, model);
   return model;
 }
 
-// A GPU kind of the registry (runtime/sim/gpu_kinds.h); with `nvlink` (simulation.gpu_link:
-// nvlink) one that has NVLink.
-std::string ReadGpuKind(const Value& value, bool nvlink) {
-  const std::string name = ToString(value);
-  const sim::GpuKind* kind = sim::FindGpuKind(name);
-  if (kind == nullptr) {
-    value.Fail(
-        fmt::format("unknown GPU kind {}; known kinds: {}", Quote(name), sim::GpuKindNameList()));
-  }
-  if (nvlink && kind->nvlink_bytes_per_second <= 0) {
-    value.Fail(
-        fmt::format("GPU kind {} has no NVLink, but simulation.gpu_link is 'nvlink'", Quote(name)));
-  }
-  return name;
-}
+// A device given as a mapping, read through DeviceConfig::Fields() under simulation.gpu_link.
+struct DeviceEntry {
+  DeviceConfig& device;
+  GpuLink link;
+  void Fields(ConfigVisitor& v) { device.Fields(v, link); }
+};
 
-int64_t ReadMemory(const Value& value) {
-  const std::optional<int64_t> bytes =
-      value.node.IsScalar() ? ParseByteSize(value.node.Scalar()) : std::nullopt;
-  if (!bytes) {
-    value.Fail("expected a byte size like '4GiB', '512MiB' or a byte count, got " +
-               Describe(value.node));
-  }
-  if (*bytes <= 0) value.Fail(fmt::format("must be > 0, got {}", *bytes));
-  return *bytes;
-}
-
+// devices: the word 'auto' or a list, read by hand (the visitor has no kind for a list of
+// mappings); each entry a name, or a mapping read through DeviceConfig::Fields(); then each
+// name's form and its uniqueness in the list.
 DevicesConfig ReadDevices(const Value& value, const SimulationConfig& simulation) {
   DevicesConfig result;
   if (value.node.IsScalar() && value.node.Scalar() == "auto") return result;
@@ -150,23 +115,14 @@ DevicesConfig ReadDevices(const Value& value, const SimulationConfig& simulation
     device.line = item.mark.line + 1;
     Value name = item;
     if (item.node.IsMap()) {
-      Mapping fields(item, {"name", "threads", "memory", "kind"});
-      name = fields.Require("name");
-      ReadInteger(fields, "threads", 1, &device.threads);
-      if (const Value* memory = fields.Find("memory")) device.memory_bytes = ReadMemory(*memory);
-      if (const Value* kind = fields.Find("kind")) {
-        const std::optional<graph::DeviceName> parsed = graph::ParseDeviceName(ToString(name));
-        if (parsed && parsed->type != graph::DeviceType::kCuda) {
-          kind->Fail(fmt::format("a GPU kind for {}, which is not a GPU (cuda:N)",
-                                 Quote(name.node.Scalar())));
-        }
-        device.gpu_kind = ReadGpuKind(*kind, simulation.gpu_link == GpuLink::kNvlink);
-      }
+      DeviceEntry entry{device, simulation.gpu_link};
+      name = *ReadFields(item, entry).Find("name");
     } else if (!item.node.IsScalar()) {
       item.Fail("expected a device name like 'cpu:0' or a mapping with 'name', got " +
                 Describe(item.node));
+    } else {
+      device.name = ToString(name);
     }
-    device.name = ToString(name);
     if (!graph::ParseDeviceName(device.name)) {
       name.Fail(
           fmt::format("invalid device name {}; expected 'cpu:N' or 'cuda:N'", Quote(device.name)));
@@ -179,72 +135,6 @@ DevicesConfig ReadDevices(const Value& value, const SimulationConfig& simulation
     result.devices.push_back(std::move(device));
   }
   return result;
-}
-
-MeasurementConfig ReadMeasurement(const Value& value) {
-  Mapping mapping(value, {"warmup_steps", "timed_steps", "time_limit_seconds"});
-  MeasurementConfig measurement;
-  ReadInteger(mapping, "warmup_steps", 0, &measurement.warmup_steps);
-  ReadInteger(mapping, "timed_steps", 1, &measurement.timed_steps);
-  ReadPositive(mapping, "time_limit_seconds", &measurement.time_limit_seconds);
-  return measurement;
-}
-
-SimulationConfig ReadSimulation(const Value& value) {
-  Mapping mapping(
-      value, {"profile", "gpu_link", "gpu_kind", "precision", "gpu_efficiency", "gpus_per_host",
-              "host_link_gbps", "host_link_latency_us", "process_hosts"});
-  SimulationConfig simulation;
-  if (const Value* profile = mapping.Find("profile")) simulation.profile = ToString(*profile);
-  ReadChoice(mapping, "gpu_link", "link", kGpuLinkNames, &simulation.gpu_link);
-  if (const Value* kind = mapping.Find("gpu_kind")) {
-    simulation.gpu_kind = ReadGpuKind(*kind, simulation.gpu_link == GpuLink::kNvlink);
-  }
-  ReadChoice(mapping, "precision", "precision", kPrecisionNames, &simulation.precision);
-  ReadChoice(mapping, "gpu_efficiency", "GPU efficiency", kGpuEfficiencyNames,
-             &simulation.gpu_efficiency);
-  ReadInteger(mapping, "gpus_per_host", 0, &simulation.gpus_per_host);
-  ReadPositive(mapping, "host_link_gbps", &simulation.host_link_gbps);
-  ReadPositive(mapping, "host_link_latency_us", &simulation.host_link_latency_us);
-  if (const Value* list = mapping.Find("process_hosts")) {
-    if (!list->node.IsSequence() || list->node.size() == 0) {
-      list->Fail("expected a non-empty list of hosts, one per process, e.g. [0, 0, 1, 1]");
-    }
-    for (size_t i = 0; i < list->node.size(); ++i) {
-      const Value item{list->file, list->node[i], list->node[i].Mark(),
-                       fmt::format("{}[{}]", list->path, i)};
-      const int64_t host = ToInteger<int64_t>(item);
-      if (host < 0 || host > 4096) item.Fail(fmt::format("must be in [0, 4096], got {}", host));
-      simulation.process_hosts.push_back(static_cast<int>(host));
-    }
-  }
-  return simulation;
-}
-
-ClusterConfig ReadCluster(const Value& value) {
-  Mapping mapping(value, {"workers", "address", "listen_address", "key_file", "port",
-                          "join_timeout_seconds", "heartbeat_timeout_seconds"});
-  ClusterConfig cluster;
-  ReadInteger(mapping, "workers", 0, &cluster.workers);
-  if (const Value* address = mapping.Find("address")) cluster.address = ToString(*address);
-  if (const Value* listen = mapping.Find("listen_address")) {
-    cluster.listen_address = ToString(*listen);
-  }
-  if (const Value* key_file = mapping.Find("key_file")) cluster.key_file = ToString(*key_file);
-  ReadInteger(mapping, "port", 0, &cluster.port);
-  if (cluster.port > 65535) {
-    mapping.Find("port")->Fail(fmt::format("{} is not a TCP port (0 to 65535)", cluster.port));
-  }
-  ReadPositive(mapping, "join_timeout_seconds", &cluster.join_timeout_seconds);
-  ReadPositive(mapping, "heartbeat_timeout_seconds", &cluster.heartbeat_timeout_seconds);
-  return cluster;
-}
-
-OutputConfig ReadOutput(const Value& value) {
-  Mapping mapping(value, {"directory"});
-  OutputConfig output;
-  if (const Value* directory = mapping.Find("directory")) output.directory = ToString(*directory);
-  return output;
 }
 
 // Sees only where documents start; the tree itself is built by YAML::Load.
@@ -299,17 +189,17 @@ Config ReadConfig(const YAML::Node& root, const std::string& file_name) {
   config.model = ReadModel(sections.Require("model"));
   // The simulation first: a device's GPU kind is checked against its gpu_link.
   if (const Value* simulation = sections.Find("simulation")) {
-    config.simulation = ReadSimulation(*simulation);
+    ReadFields(*simulation, config.simulation);
   }
   if (const Value* devices = sections.Find("devices")) {
     config.devices = ReadDevices(*devices, config.simulation);
   }
   if (const Value* measurement = sections.Find("measurement")) {
-    config.measurement = ReadMeasurement(*measurement);
+    ReadFields(*measurement, config.measurement);
   }
   if (const Value* search = sections.Find("search")) ReadFields(*search, config.search);
-  if (const Value* cluster = sections.Find("cluster")) config.cluster = ReadCluster(*cluster);
-  if (const Value* output = sections.Find("output")) config.output = ReadOutput(*output);
+  if (const Value* cluster = sections.Find("cluster")) ReadFields(*cluster, config.cluster);
+  if (const Value* output = sections.Find("output")) ReadFields(*output, config.output);
   return config;
 }
 
@@ -347,7 +237,6 @@ void ResolveOnnxBatch(Config& config, const std::string& text) {
 std::string_view ToString(EvaluatorKind kind) {
   return kEvaluatorKindNames.at(static_cast<size_t>(kind));
 }
-std::string_view ToString(GpuLink link) { return NameIn(kGpuLinkNames, link); }
 
 ConfigError::ConfigError(std::string file, int line, int column, std::string key_path,
                          std::string message)

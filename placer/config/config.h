@@ -1,5 +1,6 @@
-// The run configuration: what `placer` reads from a YAML file. The schema is documented in
-// configs/SCHEMA.md; every field below names its YAML key.
+// The run configuration: what `placer` reads from a YAML file. Every section's keys are declared
+// once, in its struct's Fields() (placer/config/sections.cc, search_section.cc): key, default (the
+// member's initialiser), bound and meaning; the reader and configs/SCHEMA.md's tables visit them.
 #pragma once
 
 #include <array>
@@ -13,6 +14,7 @@
 
 #include "graph/builtin_models.h"
 #include "graph/grouping.h"
+#include "placer/config/config_visitor.h"
 #include "placer/search_options.h"
 #include "runtime/sim/gpu_kinds.h"
 
@@ -32,6 +34,8 @@ enum class GpuLink {
 };
 // In enum order (the config's search.evaluator values).
 inline constexpr std::array<std::string_view, 2> kEvaluatorKindNames = {"measured", "simulated"};
+// In enum order (the config's simulation.gpu_link values).
+inline constexpr std::array<std::string_view, 2> kGpuLinkNames = {"pcie", "nvlink"};
 std::string_view ToString(EvaluatorKind kind);
 std::string_view ToString(GpuLink link);
 
@@ -78,6 +82,15 @@ struct ModelConfig {
   // gradients summed across replicas, so that data parallelism and hybrids of data and model
   // parallelism are placements like any other.
   int replicas = 1;
+
+  // Which model: model.builtin and model.onnx. The reader visits them first, then chooses by
+  // hand between the two (exactly one; the choice decides which model.<builtin> section may be
+  // given, a mapping read into that model's options struct, and batch_size's default).
+  void SourceFields(ConfigVisitor& v);
+  // The keys read after that choice (batch_size, learning_rate, init_seed, replicas), and the
+  // rule across them.
+  void Fields(ConfigVisitor& v);
+  std::optional<graph::FieldError> Check() const;
 };
 
 // One entry of `devices:`.
@@ -89,9 +102,16 @@ struct DeviceConfig {
   // model and an absent GPU's capacity; empty: simulation.gpu_kind. GPUs only.
   std::string gpu_kind;
   int line = 0;  // where it was declared, for later error messages
+
+  // The keys of a device given as a mapping; `link` is simulation.gpu_link (kind's NVLink rule).
+  // The list itself, a plain entry (`- cpu:0`), the name's form and its uniqueness in the list
+  // are read by hand (config.cc's ReadDevices).
+  void Fields(ConfigVisitor& v, GpuLink link = GpuLink::kPcie);
 };
 
-// devices: either the string "auto" or a list of DeviceConfig.
+// devices: either the string "auto" or a list of DeviceConfig (read by hand: a list, or a word).
+// What configs/SCHEMA.md says of that shape, above the entries' table.
+extern const std::string_view kDevicesShape;
 struct DevicesConfig {
   bool automatic = true;
   std::vector<DeviceConfig> devices;  // empty when automatic
@@ -102,6 +122,7 @@ struct MeasurementConfig {
   int warmup_steps = 5;              // measurement.warmup_steps
   int timed_steps = 5;               // measurement.timed_steps
   double time_limit_seconds = 60.0;  // measurement.time_limit_seconds, per placement
+  void Fields(ConfigVisitor& v);
 };
 
 // search: what the placement search may do, and its budgets (placer/search.h describes the
@@ -173,6 +194,7 @@ struct SimulationConfig {
   // simulation.process_hosts: the host of each process of a placement across processes (devices
   // "w<k>/..."): process k is on host process_hosts[k]; empty: process k on host k.
   std::vector<int> process_hosts;
+  void Fields(ConfigVisitor& v);
 };
 
 // cluster: evaluation workers in other processes (`placer worker`, cluster/worker_pool.h). With
@@ -195,11 +217,14 @@ struct ClusterConfig {
   // cluster.heartbeat_timeout_seconds: a worker silent this long is dropped, its evaluation given
   // to another.
   double heartbeat_timeout_seconds = 10;
+  void Fields(ConfigVisitor& v);
+  std::optional<graph::FieldError> Check() const;  // the port
 };
 
 struct OutputConfig {
   std::filesystem::path directory =
       "runs/default";  // output.directory, relative to the config file
+  void Fields(ConfigVisitor& v);
 };
 
 struct Config {
@@ -237,6 +262,12 @@ Config ParseConfig(const std::string& yaml_text, const std::string& file_name);
 std::string ModelSchemaMarkdown();
 // configs/SCHEMA.md's table of the search section, from SearchConfig::Fields().
 std::string SearchSchemaMarkdown();
+// The sections whose block of configs/SCHEMA.md SectionSchemaMarkdown() makes.
+inline constexpr std::array<std::string_view, 5> kGeneratedSections = {
+    "devices", "measurement", "simulation", "cluster", "output"};
+// configs/SCHEMA.md's block of one of kGeneratedSections, from its struct's Fields() (the devices'
+// with kDevicesShape above its table); throws std::invalid_argument for another name.
+std::string SectionSchemaMarkdown(std::string_view section);
 // configs/SCHEMA.md's table of the GPU kinds (runtime/sim/gpu_kinds.h), one row per kind.
 std::string GpuKindSchemaMarkdown();
 

@@ -1,7 +1,7 @@
 // Reading a section whose keys an options struct declares in Fields() (graph/model_options.h,
-// placer/option_visitor.h): the section's key list and its reader both visit the declarations, and
-// the struct's Check() runs after. A built-in model's section and the search section are read so.
-// Internal to placer_config.
+// placer/option_visitor.h, placer/config/config_visitor.h): the section's key list and its reader
+// both visit the declarations, and the struct's Check() runs after. Every section is read so, but
+// for what config.cc's readers say they read by hand. Internal to placer_config.
 #pragma once
 
 #include <fmt/format.h>
@@ -13,13 +13,15 @@
 #include <string_view>
 #include <vector>
 
+#include "graph/device.h"
+#include "placer/config/config_visitor.h"
 #include "placer/config/yaml_reading.h"
-#include "placer/option_visitor.h"
+#include "runtime/sim/gpu_kinds.h"
 
 namespace placer::config::reading {
 
 // The keys of an options struct's fields.
-class FieldKeys final : public search::OptionVisitor {
+class FieldKeys final : public ConfigVisitor {
  public:
   void Int(std::string_view key, int64_t&, int64_t, std::string_view) override { Add(key); }
   void Int(std::string_view key, int&, int64_t, std::string_view) override { Add(key); }
@@ -40,6 +42,25 @@ class FieldKeys final : public search::OptionVisitor {
     Add(key);
   }
   void Path(std::string_view key, std::filesystem::path&, std::string_view) override { Add(key); }
+  void Text(std::string_view key, std::string&, std::string_view) override { Add(key); }
+  void Required(std::string_view key, std::string&, std::string_view, std::string_view) override {
+    Add(key);
+  }
+  void NamedOneOf(std::string_view key, size_t&, std::span<const std::string_view>,
+                  std::string_view, std::string_view) override {
+    Add(key);
+  }
+  void GpuKindName(std::string_view key, std::string&, const GpuKindRule&,
+                   std::string_view) override {
+    Add(key);
+  }
+  void ByteSize(std::string_view key, std::optional<int64_t>&, std::string_view) override {
+    Add(key);
+  }
+  void Integers(std::string_view key, std::vector<int>&, int64_t, int64_t, std::string_view,
+                std::string_view) override {
+    Add(key);
+  }
   std::vector<std::string_view> views() const { return {keys_.begin(), keys_.end()}; }
 
  private:
@@ -48,7 +69,7 @@ class FieldKeys final : public search::OptionVisitor {
 };
 
 // Reads an options struct's fields from its section, with the fields' own bounds.
-class YamlFields final : public search::OptionVisitor {
+class YamlFields final : public ConfigVisitor {
  public:
   explicit YamlFields(const Mapping& mapping) : mapping_(mapping) {}
   void Int(std::string_view key, int64_t& value, int64_t minimum, std::string_view) override {
@@ -86,18 +107,10 @@ class YamlFields final : public search::OptionVisitor {
   }
   // "unknown budget split 'x'; expected 'fixed' or 'earned'".
   void OneOf(std::string_view key, size_t& index, std::span<const std::string_view> names,
-             std::string_view) override {
-    const Value* found = mapping_.Find(key);
-    if (!found) return;
-    const std::string chosen = ToString(*found);
-    const auto it = std::find(names.begin(), names.end(), chosen);
-    if (it == names.end()) {
-      std::string what(key);
-      std::replace(what.begin(), what.end(), '_', ' ');
-      found->Fail(fmt::format("unknown {} {}; expected {}", what, Quote(chosen),
-                              Alternatives({names.begin(), names.end()})));
-    }
-    index = static_cast<size_t>(it - names.begin());
+             std::string_view meaning) override {
+    std::string noun(key);
+    std::replace(noun.begin(), noun.end(), '_', ' ');
+    NamedOneOf(key, index, names, noun, meaning);
   }
   void Counts(std::string_view key, std::optional<std::vector<int>>& value, std::string_view what,
               std::string_view, std::string_view) override {
@@ -106,28 +119,110 @@ class YamlFields final : public search::OptionVisitor {
   void Path(std::string_view key, std::filesystem::path& value, std::string_view) override {
     if (const Value* found = mapping_.Find(key)) value = ToString(*found);
   }
+  void Text(std::string_view key, std::string& value, std::string_view) override {
+    if (const Value* found = mapping_.Find(key)) value = ToString(*found);
+  }
+  // "missing required key 'name'", at the section.
+  void Required(std::string_view key, std::string& value, std::string_view unless,
+                std::string_view) override {
+    if (!unless.empty() && mapping_.Find(key) == nullptr && mapping_.Find(unless) != nullptr) {
+      return;
+    }
+    value = ToString(mapping_.Require(key));
+  }
+  // "unknown precision 'fp64'; expected 'fp32', 'tf32', 'bf16' or 'fp16'".
+  void NamedOneOf(std::string_view key, size_t& index, std::span<const std::string_view> names,
+                  std::string_view noun, std::string_view) override {
+    const Value* found = mapping_.Find(key);
+    if (!found) return;
+    const std::string chosen = ToString(*found);
+    const auto it = std::find(names.begin(), names.end(), chosen);
+    if (it == names.end()) {
+      found->Fail(fmt::format("unknown {} {}; expected {}", noun, Quote(chosen),
+                              Alternatives({names.begin(), names.end()})));
+    }
+    index = static_cast<size_t>(it - names.begin());
+  }
+  void GpuKindName(std::string_view key, std::string& value, const GpuKindRule& rule,
+                   std::string_view) override {
+    const Value* found = mapping_.Find(key);
+    if (!found) return;
+    if (!rule.device.empty()) {
+      const std::optional<graph::DeviceName> device = graph::ParseDeviceName(rule.device);
+      if (device && device->type != graph::DeviceType::kCuda) {
+        found->Fail(fmt::format("a GPU kind for {}, which is not a GPU (cuda:N)",
+                                Quote(std::string(rule.device))));
+      }
+    }
+    const std::string name = ToString(*found);
+    const sim::GpuKind* kind = sim::FindGpuKind(name);
+    if (kind == nullptr) {
+      found->Fail(
+          fmt::format("unknown GPU kind {}; known kinds: {}", Quote(name), sim::GpuKindNameList()));
+    }
+    if (rule.nvlink && kind->nvlink_bytes_per_second <= 0) {
+      found->Fail(fmt::format("GPU kind {} has no NVLink, but simulation.gpu_link is 'nvlink'",
+                              Quote(name)));
+    }
+    value = name;
+  }
+  void ByteSize(std::string_view key, std::optional<int64_t>& value, std::string_view) override {
+    const Value* found = mapping_.Find(key);
+    if (!found) return;
+    const std::optional<int64_t> bytes =
+        found->node.IsScalar() ? ParseByteSize(found->node.Scalar()) : std::nullopt;
+    if (!bytes) {
+      found->Fail("expected a byte size like '4GiB', '512MiB' or a byte count, got " +
+                  Describe(found->node));
+    }
+    if (*bytes <= 0) found->Fail(fmt::format("must be > 0, got {}", *bytes));
+    value = *bytes;
+  }
+  void Integers(std::string_view key, std::vector<int>& value, int64_t minimum, int64_t maximum,
+                std::string_view what, std::string_view) override {
+    if (mapping_.Find(key) == nullptr) return;
+    value.clear();
+    ReadIntegers(mapping_, key, minimum, maximum, what, &value);
+  }
 
  private:
   const Mapping& mapping_;
 };
 
-// Reads `section` into `options` (an options struct with Fields() and Check(), over its defaults):
-// unknown keys, values out of bounds and broken rules are errors, the latter at the first field
-// of the rule's that the section gives.
+// The keys `options.Fields()` declares, in declaration order.
 template <typename Options>
-void ReadFields(const Value& section, Options& options) {
+std::vector<std::string> KeysOf(Options& options) {
   FieldKeys keys;
   options.Fields(keys);
-  const std::vector<std::string_view> allowed = keys.views();
-  Mapping mapping(section, allowed);
+  const std::vector<std::string_view> views = keys.views();
+  return {views.begin(), views.end()};
+}
+
+// Reads `mapping` (of `section`) into `options` through its Fields(), over its defaults: values
+// out of bounds are errors, and so are broken rules of its Check() (where it has one), at the
+// first field of the rule's that the section gives.
+template <typename Options>
+void VisitFields(const Value& section, const Mapping& mapping, Options& options) {
   YamlFields reader(mapping);
   options.Fields(reader);
-  if (std::optional<graph::FieldError> error = options.Check()) {
-    for (const std::string& field : error->fields) {
-      if (const Value* value = mapping.Find(field)) value->Fail(error->message);
+  if constexpr (requires { options.Check(); }) {
+    if (std::optional<graph::FieldError> error = options.Check()) {
+      for (const std::string& field : error->fields) {
+        if (const Value* value = mapping.Find(field)) value->Fail(error->message);
+      }
+      section.Fail(error->message);
     }
-    section.Fail(error->message);
   }
+}
+
+// Reads `section` into `options`: its keys are the declared ones (others are errors), read as
+// VisitFields does. The section's entries, for rules read by hand after.
+template <typename Options>
+Mapping ReadFields(const Value& section, Options& options) {
+  const std::vector<std::string> keys = KeysOf(options);
+  Mapping mapping(section, {keys.begin(), keys.end()});
+  VisitFields(section, mapping, options);
+  return mapping;
 }
 
 }  // namespace placer::config::reading

@@ -1,6 +1,8 @@
-// configs/SCHEMA.md's generated blocks: the model sections, from the built-in models' options, the
-// search table, from the search section's declarations (SearchConfig::Fields), and the GPU kinds'
-// table, from their registry (a test checks that the file holds them).
+// configs/SCHEMA.md's generated blocks: every section's table from its declarations (the model's
+// from ModelConfig's, with one section per built-in model from its options; the search's from
+// SearchConfig::Fields; devices, measurement, simulation, cluster and output from theirs,
+// placer/config/sections.cc), and the GPU kinds' table from their registry (config_test checks
+// that the file holds them).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -9,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,7 +24,7 @@ namespace placer::config {
 namespace {
 
 // An options struct's fields as rows of the schema's tables.
-class FieldRows final : public search::OptionVisitor {
+class FieldRows final : public ConfigVisitor {
  public:
   void Int(std::string_view key, int64_t& value, int64_t minimum,
            std::string_view meaning) override {
@@ -61,10 +64,42 @@ class FieldRows final : public search::OptionVisitor {
   void Path(std::string_view key, std::filesystem::path& value, std::string_view meaning) override {
     Row(key, "path", value.empty() ? "none" : fmt::format("`{}`", value.string()), "", meaning);
   }
+  void Text(std::string_view key, std::string& value, std::string_view meaning) override {
+    Row(key, "string", fmt::format("`{}`", value.empty() ? "\"\"" : value), "", meaning);
+  }
+  void Required(std::string_view key, std::string&, std::string_view unless,
+                std::string_view meaning) override {
+    Row(key, "string",
+        unless.empty() ? "— (required)" : fmt::format("— (required unless `{}` is given)", unless),
+        "", meaning);
+  }
+  void NamedOneOf(std::string_view key, size_t& index, std::span<const std::string_view> names,
+                  std::string_view, std::string_view meaning) override {
+    OneOf(key, index, names, meaning);
+  }
+  void GpuKindName(std::string_view key, std::string& value, const GpuKindRule&,
+                   std::string_view meaning) override {
+    Row(key, "string", value.empty() ? "none" : fmt::format("`{}`", value),
+        "one of the [GPU kinds](#gpu-kinds)", meaning);
+  }
+  void ByteSize(std::string_view key, std::optional<int64_t>& value,
+                std::string_view meaning) override {
+    Row(key, "byte size", value ? fmt::format("`{}`", *value) : "unlimited", "> 0", meaning);
+  }
+  void Integers(std::string_view key, std::vector<int>& value, int64_t minimum, int64_t maximum,
+                std::string_view, std::string_view meaning) override {
+    Row(key, "list of integers", fmt::format("`[{}]`", fmt::join(value, ", ")),
+        fmt::format("each in [{}, {}]", minimum, maximum), meaning);
+  }
   void Constraint(std::string_view key, std::string_view text) override {
     for (Cells& row : rows_) {
       if (row.key != key) continue;
       row.constraint += row.constraint.empty() ? std::string(text) : fmt::format("; {}", text);
+    }
+  }
+  void DefaultText(std::string_view key, std::string_view text) override {
+    for (Cells& row : rows_) {
+      if (row.key == key) row.fallback = text;
     }
   }
   std::string rows() const {
@@ -107,41 +142,16 @@ constexpr std::string_view kTableHead =
 }  // namespace
 
 std::string ModelSchemaMarkdown() {
-  std::vector<std::string> names, sections;
-  std::map<int64_t, std::vector<std::string>> by_batch;
+  std::vector<std::string> sections;
   for (const graph::ModelEntry& entry : graph::BuiltinModels()) {
-    names.push_back(fmt::format("`{}`", entry.name));
     sections.push_back(fmt::format("`{}`", entry.name));
-    by_batch[entry.defaults()->default_batch_size()].push_back(std::string(entry.name));
   }
-  std::vector<std::string> batches;
-  for (const auto& [batch, models] : by_batch) {
-    batches.push_back(fmt::format("`{}` ({})", batch, fmt::join(models, ", ")));
-  }
-  std::string text(kTableHead);
-  text += fmt::format(
-      "| `builtin` | string | — (required unless `onnx` is given) | one of: {} | built-in model "
-      "whose training step is placed (the registry: `graph/builtin_models.h`) |\n",
-      fmt::join(names, ", "));
-  text +=
-      "| `onnx` | string | (none) | an ONNX file; not together with `builtin` | the model of an "
-      "ONNX file instead of a built-in one (see [ONNX models](#onnx-models)); a relative path is "
-      "relative to the config file's folder |\n";
-  text += fmt::format(
-      "| `batch_size` | integer | the model's: {}; an ONNX file's own (the batch its inputs fix; "
-      "required when they leave it dynamic) | >= 1 | examples per training step; for an ONNX "
-      "file, the extent of axis 0 of every graph input |\n",
-      fmt::join(batches, ", "));
-  const ModelConfig defaults;
-  text += fmt::format(
-      "| `learning_rate` | number | `{}` | > 0 | SGD step size |\n"
-      "| `init_seed` | integer | `{}` | >= 0 | seed of the weight initialisation |\n"
-      "| `replicas` | integer | `{}` | >= 1, <= batch_size | for `evaluate`, `train`, `profile` "
-      "and `inspect`: run R replicas of the model, each on 1/R of the minibatch (even shards), "
-      "gradients all-reduced before the update; replica r's ops are named `r<r>/<op>`. A "
-      "placement file's `replicas:` key takes precedence. The search chooses the replica count "
-      "itself (`search.replicas`) |\n",
-      defaults.learning_rate, defaults.init_seed, defaults.replicas);
+  ModelConfig defaults;
+  FieldRows rows;
+  defaults.SourceFields(rows);
+  defaults.Fields(rows);
+  std::string text = std::string(kTableHead) + rows.rows();
+  // Read by hand (config.cc's ReadModel): a mapping, whose keys are the model's own.
   text += fmt::format(
       "| {} | mapping | see below | | sizes of that built-in model. Only the section of the "
       "model named by `builtin` may be given (another's would be silently unused) |\n",
@@ -161,6 +171,27 @@ std::string SearchSchemaMarkdown() {
   FieldRows rows;
   defaults.Fields(rows);
   return std::string(kTableHead) + rows.rows();
+}
+
+std::string SectionSchemaMarkdown(std::string_view section) {
+  FieldRows rows;
+  std::string text;
+  if (section == "devices") {
+    // The list itself is read by hand (config.cc's ReadDevices); its entries' keys are declared.
+    text = fmt::format("{}\n\n", kDevicesShape);
+    DeviceConfig{}.Fields(rows);
+  } else if (section == "measurement") {
+    MeasurementConfig{}.Fields(rows);
+  } else if (section == "simulation") {
+    SimulationConfig{}.Fields(rows);
+  } else if (section == "cluster") {
+    ClusterConfig{}.Fields(rows);
+  } else if (section == "output") {
+    OutputConfig{}.Fields(rows);
+  } else {
+    throw std::invalid_argument(fmt::format("no generated schema block for '{}'", section));
+  }
+  return text + std::string(kTableHead) + rows.rows();
 }
 
 namespace {

@@ -1,6 +1,6 @@
 // Reading YAML values with errors that name the file, line, column and key path: what
-// config.cc's section readers are made of (Value, Mapping, the scalar conversions, choices from a
-// table of names). Internal to placer_config.
+// config.cc's section readers and field_reading.h's visitor are made of (Value, Mapping, the
+// scalar and list conversions). Internal to placer_config.
 #pragma once
 
 #include <fmt/format.h>
@@ -8,7 +8,6 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <array>
 #include <charconv>
 #include <cmath>
 #include <map>
@@ -170,9 +169,10 @@ inline void ReadPositive(const Mapping& mapping, std::string_view key, double* o
   }
 }
 
-// A non-empty list of counts in [1, 4096] (`what`: "replica counts, e.g. [1, 2, 4]").
-inline void ReadCounts(const Mapping& mapping, std::string_view key, std::string_view what,
-                       std::vector<int>* out) {
+// A non-empty list of integers in [minimum, maximum] (`what`: "hosts, one per process, e.g. [0,
+// 0, 1, 1]"), appended to *out.
+inline void ReadIntegers(const Mapping& mapping, std::string_view key, int64_t minimum,
+                         int64_t maximum, std::string_view what, std::vector<int>* out) {
   const Value* list = mapping.Find(key);
   if (list == nullptr) return;
   if (!list->node.IsSequence() || list->node.size() == 0) {
@@ -181,10 +181,18 @@ inline void ReadCounts(const Mapping& mapping, std::string_view key, std::string
   for (size_t i = 0; i < list->node.size(); ++i) {
     const Value item{list->file, list->node[i], list->node[i].Mark(),
                      fmt::format("{}[{}]", list->path, i)};
-    const int64_t count = ToInteger<int64_t>(item);
-    if (count < 1 || count > 4096) item.Fail(fmt::format("must be in [1, 4096], got {}", count));
-    out->push_back(static_cast<int>(count));
+    const int64_t number = ToInteger<int64_t>(item);
+    if (number < minimum || number > maximum) {
+      item.Fail(fmt::format("must be in [{}, {}], got {}", minimum, maximum, number));
+    }
+    out->push_back(static_cast<int>(number));
   }
+}
+
+// A non-empty list of counts in [1, 4096] (`what`: "replica counts, e.g. [1, 2, 4]").
+inline void ReadCounts(const Mapping& mapping, std::string_view key, std::string_view what,
+                       std::vector<int>* out) {
+  ReadIntegers(mapping, key, 1, 4096, what, out);
 }
 
 // "'a' or 'b'", "'a', 'b' or 'c'".
@@ -195,38 +203,6 @@ inline std::string Alternatives(const std::vector<std::string_view>& choices) {
     text += fmt::format("'{}'", choices[k]);
   }
   return text;
-}
-
-template <typename Enum>
-struct Named {
-  Enum value;
-  std::string_view name;
-};
-
-template <typename Enum, size_t N>
-std::string_view NameIn(const std::array<Named<Enum>, N>& table, Enum value) {
-  for (const Named<Enum>& entry : table) {
-    if (entry.value == value) return entry.name;
-  }
-  return "?";
-}
-
-// Reads `key` as one of `table`'s names: "unknown <what> 'x'; expected 'a' or 'b'" otherwise.
-template <typename Enum, size_t N>
-void ReadChoice(const Mapping& mapping, std::string_view key, std::string_view what,
-                const std::array<Named<Enum>, N>& table, Enum* out) {
-  const Value* value = mapping.Find(key);
-  if (value == nullptr) return;
-  const std::string chosen = ToString(*value);
-  std::vector<std::string_view> names;
-  for (const Named<Enum>& entry : table) {
-    if (entry.name == chosen) {
-      *out = entry.value;
-      return;
-    }
-    names.push_back(entry.name);
-  }
-  value->Fail(fmt::format("unknown {} {}; expected {}", what, Quote(chosen), Alternatives(names)));
 }
 
 }  // namespace placer::config::reading
