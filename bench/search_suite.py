@@ -6,7 +6,9 @@ report.json it writes, and prints one row per config: the learned placement's st
 other row (single devices, data parallelism, the expert, the algorithms, random search; not the
 search's own ablations), their ratio, the ratio to the lower bound, planning seconds (the search
 with its set-up: models at every replica count, baselines, profiles), evaluations, and whether the
-learned placement is a hybrid of data and model parallelism. Then the geometric mean of the ratios.
+learned placement is a hybrid of data and model parallelism. Then the geometric mean of the ratios,
+and the learning's delta (issue 27): per config the policy zero-shot, the policy alone,
+refinement alone and the learned search, each with its evaluations, and learned / refinement alone.
 
     python3 bench/search_suite.py [--build build] [--out /tmp/placer_suite] [--only REGEX]
                                   [--skip-measured]
@@ -84,7 +86,7 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     configs = [(n, p) for n, p in ready_configs() if re.search(args.only, n)]
     configs += onnx_configs(args.out, args.only)
-    rows = []
+    rows, deltas = [], []
     header = (f"| {'config':<28} | {'learned':>10} | {'best other':>34} | {'learned / best':>14} | "
               f"{'learned / LB':>12} | {'planning s':>10} | {'evals':>7} | {'hybrid':>6} |")
     print(header, flush=True)
@@ -111,6 +113,8 @@ def main():
         ratio = learned["step_seconds"] / best["step_seconds"]
         bound = report["lower_bound_seconds"]
         rows.append((name, ratio))
+        deltas.append((name, learned, {r["method"]: r for r in report["rows"]
+                                       if r["kind"] == "ablation"}))
         print(f"| {name:<28} | {learned['step_seconds'] * 1e3:>7.2f} ms | "
               f"{best['method'][:22]:>22} {best['step_seconds'] * 1e3:>8.2f} ms | {ratio:>14.3f} | "
               f"{learned['step_seconds'] / bound if bound > 0 else float('nan'):>12.2f} | "
@@ -122,7 +126,34 @@ def main():
         print(f"\ngeometric mean of learned / best other over {len(rows)} configs: {geomean:.3f}")
         print(f"configs where learned / best other > 1.00: "
               f"{[n for n, r in rows if r > 1.0 + 1e-9] or 'none'}")
+    print_learning_delta(deltas)
     return 0
+
+
+def print_learning_delta(deltas):
+    """What the learning adds: the policy before this run, the policy alone, refinement alone and
+    both, with the evaluations each spent."""
+    def cell(row):
+        if row is None:
+            return f"{'-':>19}"
+        time = f"{row['step_seconds'] * 1e3:.2f} ms" if row["valid"] else "invalid"
+        return f"{time:>11} {row['evaluations']:>7}"
+    print(f"\n| {'config':<28} | {'zero-shot (ms, evals)':>19} | {'policy alone':>19} | "
+          f"{'refinement alone':>19} | {'learned':>19} | {'learned / refinement':>20} |")
+    ratios = []
+    for name, learned, ablations in deltas:
+        refinement = ablations.get("refinement alone")
+        ratio = (learned["step_seconds"] / refinement["step_seconds"]
+                 if refinement and refinement["valid"] else float("nan"))
+        if not math.isnan(ratio):
+            ratios.append(ratio)
+        print(f"| {name:<28} | {cell(ablations.get('policy zero-shot'))} | "
+              f"{cell(ablations.get('policy alone'))} | {cell(refinement)} | {cell(learned)} | "
+              f"{ratio:>20.3f} |")
+    if ratios:
+        geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+        print(f"\ngeometric mean of learned / refinement alone over {len(ratios)} configs: "
+              f"{geomean:.3f}")
 
 
 if __name__ == "__main__":

@@ -164,6 +164,11 @@ std::string Verdict(const ComparisonReport& r) {
   return fmt::format("learned / best other ({}): {:.3f}", v.best_other, v.ratio);
 }
 
+// The judgements a search spent (the warm starts' included); "-" for a row no search produced.
+std::string Evaluations(const ReportRow& row) {
+  return row.evaluations > 0 ? std::to_string(row.evaluations) : "-";
+}
+
 }  // namespace
 
 LearnedVersusBest CompareLearned(const ComparisonReport& r) {
@@ -185,17 +190,19 @@ std::string ReportTable(const ComparisonReport& r) {
   References refs = ReferencesOf(r);
   std::ostringstream out;
   // Step-time ratios (below 1: faster than the reference), with their 95% intervals.
-  out << fmt::format("{:<30} {:>11} {:>22} {:>22} {:<7} {:>12} {:>22}\n", "method", "step time",
-                     "time / best single", "time / DP", "tie", "to produce", "peak memory");
+  out << fmt::format("{:<30} {:>11} {:>22} {:>22} {:<7} {:>12} {:>11} {:>22}\n", "method",
+                     "step time", "time / best single", "time / DP", "tie", "to produce",
+                     "evaluations", "peak memory");
   for (const ReportRow& row : r.rows) {
     if (!row.valid) {
       out << fmt::format("{:<30} {:>11} {}\n", row.method, "invalid", row.invalid_reason);
       continue;
     }
-    out << fmt::format("{:<30} {:>11} {:>22} {:>22} {:<7} {:>12} {:>22}\n", row.method,
+    out << fmt::format("{:<30} {:>11} {:>22} {:>22} {:<7} {:>12} {:>11} {:>22}\n", row.method,
                        Seconds(row.step_seconds), TimeRatio(row.to_best_single, refs.single, row),
                        TimeRatio(row.to_data_parallel, refs.data_parallel, row), row.tie,
-                       Seconds(row.seconds_to_produce), Memory(row.peak_memory_bytes));
+                       Seconds(row.seconds_to_produce), Evaluations(row),
+                       Memory(row.peak_memory_bytes));
   }
   if (r.lower_bound_seconds > 0) {
     out << fmt::format(
@@ -219,23 +226,24 @@ std::string ReportMarkdown(const ComparisonReport& r) {
       "was evaluated by that evaluator in this run.\n\n",
       r.model, fmt::join(r.devices, ", "), r.evaluator);
   out << "| method | step time | speed-up vs best single device | vs data parallel | step time / "
-         "data parallel [95% interval] | tie | step time / lower bound | time to produce | valid | "
-         "peak memory per device |\n";
-  out << "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | --- | --- |\n";
+         "data parallel [95% interval] | tie | step time / lower bound | time to produce | "
+         "evaluations | "
+         "valid | peak memory per device |\n";
+  out << "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- | --- |\n";
   for (const ReportRow& row : r.rows) {
     if (!row.valid) {
-      out << fmt::format("| {} | - | - | - | - | | - | {} | no: {} | - |\n", row.method,
-                         Seconds(row.seconds_to_produce), row.invalid_reason);
+      out << fmt::format("| {} | - | - | - | - | | - | {} | {} | no: {} | - |\n", row.method,
+                         Seconds(row.seconds_to_produce), Evaluations(row), row.invalid_reason);
       continue;
     }
-    out << fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | yes | {} |\n", row.method,
-                       Seconds(row.step_seconds), Ratio(refs.single, row.step_seconds),
-                       Ratio(refs.data_parallel, row.step_seconds),
-                       TimeRatio(row.to_data_parallel, refs.data_parallel, row), row.tie,
-                       r.lower_bound_seconds > 0
-                           ? fmt::format("{:.2f}", row.step_seconds / r.lower_bound_seconds)
-                           : "-",
-                       Seconds(row.seconds_to_produce), Memory(row.peak_memory_bytes));
+    out << fmt::format(
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | yes | {} |\n", row.method,
+        Seconds(row.step_seconds), Ratio(refs.single, row.step_seconds),
+        Ratio(refs.data_parallel, row.step_seconds),
+        TimeRatio(row.to_data_parallel, refs.data_parallel, row), row.tie,
+        r.lower_bound_seconds > 0 ? fmt::format("{:.2f}", row.step_seconds / r.lower_bound_seconds)
+                                  : "-",
+        Seconds(row.seconds_to_produce), Evaluations(row), Memory(row.peak_memory_bytes));
   }
   if (r.lower_bound_seconds > 0) {
     out << fmt::format(
@@ -304,7 +312,7 @@ std::string ReportHtml(const ComparisonReport& r) {
   References refs = ReferencesOf(r);
   out << "<h2>Table</h2><table><tr><th>method</th><th>step time</th><th>vs best single</th>"
          "<th>vs data parallel</th><th>step time / data parallel [95% interval]</th><th>tie</th>"
-         "<th>time to produce</th><th>valid</th><th>peak memory</th></tr>";
+         "<th>time to produce</th><th>evaluations</th><th>valid</th><th>peak memory</th></tr>";
   for (const ReportRow& row : r.rows) {
     out << "<tr><td>" << EscapeXml(row.method) << "</td><td>"
         << (row.valid ? Seconds(row.step_seconds) : "-") << "</td><td>"
@@ -312,6 +320,7 @@ std::string ReportHtml(const ComparisonReport& r) {
         << (row.valid ? Ratio(refs.data_parallel, row.step_seconds) : "-") << "</td><td>"
         << (row.valid ? TimeRatio(row.to_data_parallel, refs.data_parallel, row) : "-")
         << "</td><td>" << row.tie << "</td><td>" << Seconds(row.seconds_to_produce) << "</td><td>"
+        << Evaluations(row) << "</td><td>"
         << (row.valid ? "yes" : EscapeXml("no: " + row.invalid_reason)) << "</td><td>"
         << Memory(row.peak_memory_bytes) << "</td></tr>";
   }

@@ -507,4 +507,34 @@ SearchOutcome RandomSearch(const CandidateEvaluator& evaluator, int evaluations,
   return outcome;
 }
 
+SearchOutcome PolicyZeroShot(const SearchProblem& problem, const SearchOptions& options) {
+  const CandidateEvaluator& evaluator = *problem.evaluator;
+  const auto start = Clock::now();
+  Learner learner(problem.features, evaluator.space(), options.policy, options.learner,
+                  options.seed);
+  std::vector<Candidate> starts;
+  for (const NamedCandidate& w : problem.warm_starts) starts.push_back(w.candidate);
+  const graph::EvaluationResult* fastest = nullptr;
+  const std::vector<graph::EvaluationResult> judged = evaluator.Evaluate(starts);
+  for (const graph::EvaluationResult& r : judged) {
+    if (r.valid && !r.devices.empty() && (!fastest || r.step_seconds < fastest->step_seconds)) {
+      fastest = &r;
+    }
+  }
+  if (fastest != nullptr) {
+    std::vector<double> busy;
+    for (const graph::DeviceStats& d : fastest->devices) busy.push_back(d.busy_seconds);
+    learner.SetMachine(SecondsPerWork(problem.features, busy), problem.seconds_per_byte);
+  }
+  const Candidate answer = learner.Greedy(std::nullopt);
+  const graph::EvaluationResult result = evaluator.Evaluate(std::span(&answer, 1)).front();
+  SearchOutcome outcome;
+  outcome.evaluations = 1;
+  outcome.found_valid = result.valid;
+  outcome.best = {answer, result.valid ? result.step_seconds : kInfinity, "policy zero-shot"};
+  if (outcome.found_valid) outcome.elite = {outcome.best};
+  outcome.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return outcome;
+}
+
 }  // namespace placer::search

@@ -70,6 +70,13 @@ struct SearchProblem {
 SearchOutcome RunSearch(const SearchProblem& problem, const SearchOptions& options,
                         RunDirectory* run_dir);
 
+// The policy's first answer, before it learns anything in this run (issue 27's zero-shot): its
+// greedy decoding with no incumbent, the machine's scale taken, as the search takes it, from the
+// fastest valid warm start. The warm starts are judged for that scale only; the outcome counts the
+// answer's own evaluation (1). Pretrained weights (options.policy.pretrained_file) make it the
+// pretrained policy's zero-shot answer; without them it is the untrained network's.
+SearchOutcome PolicyZeroShot(const SearchProblem& problem, const SearchOptions& options);
+
 // Uniform random candidates (a uniform step shape of the space: a replica count, or one replica
 // with a micro-batch count and schedule; then a uniform allowed option per group),
 // `evaluations` distinct ones, judged in batches of `batch`.

@@ -143,9 +143,16 @@ TEST(CliTest, CompareEvaluatesEveryMethodAndWritesTheReports) {
   EXPECT_THAT(r.output, ::testing::ContainsRegex("\npeak memory: [0-9]+ MB resident"));
   for (const char* method :
        {"single device cuda:0", "data parallel", "expert (lenet.yaml)", "m-TOPO", "m-ETF", "m-SCT",
-        "HEFT", "METIS", "Scotch", "learned (", "random search (", "lower bound"}) {
+        "HEFT", "CPOP", "METIS", "Scotch", "learned (", "random search (", "lower bound"}) {
     EXPECT_THAT(r.output, HasSubstr(method));
   }
+  // What the learning adds is visible: the policy before the run (its greedy answer, judged once),
+  // the policy alone, refinement alone and the learned search, each with its evaluations.
+  EXPECT_THAT(r.output,
+              ::testing::ContainsRegex("\npolicy zero-shot [^\n]* 1 +[0-9.]+ / [^\n]*MiB\n"));
+  EXPECT_THAT(r.output,
+              ::testing::ContainsRegex("\nrefinement alone [^\n]* [0-9]+ +[0-9.]+ / [^\n]*MiB\n"));
+  EXPECT_THAT(r.output, HasSubstr("\npolicy alone "));
   std::ifstream html(dir / "report.html");
   std::string text((std::istreambuf_iterator<char>(html)), std::istreambuf_iterator<char>());
   EXPECT_THAT(text, AllOf(HasSubstr("<svg"), HasSubstr("lower bound"), HasSubstr("m-SCT")));

@@ -97,6 +97,11 @@ search::ComparisonReport CompareMethods(const SearchSetup& setup,
   // Refinement alone draws its edits uniformly: with another proposer configured, a row of its
   // own shows what the proposer adds to the same refinement.
   const bool screened = configured.edit_proposal != search::EditProposal::kUniform;
+  if (setup.config.search.options.use_policy) {
+    // What the policy knows before this run teaches it anything: the learning's starting point.
+    log << "search: the policy zero-shot\n" << std::flush;
+    add_search(Kind::kAblation, "policy zero-shot", search::PolicyZeroShot(problem, configured));
+  }
   if (setup.config.search.options.use_policy && setup.config.search.options.use_refinement) {
     add_search(Kind::kAblation, "policy alone",
                run("the policy alone", true, false, configured.edit_proposal));
