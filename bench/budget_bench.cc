@@ -134,12 +134,7 @@ int main(int argc, char** argv) {
     const int seeds = std::stoi(argv[2]);
     const std::vector<int> budgets = bench::IntList(argv[3]);
     const int problems = std::stoi(argv[4]);
-    setup::PretrainOptions o;
-    o.seed = 1'000'003;  // never a pretraining seed of the shipped command
-    o.max_groups = std::stoi(argv[5]);
-    o.max_blocks = 4 * o.max_groups;
-    o.min_blocks = o.max_groups / 2;
-    o.batches = {32, 128, 512};
+    const setup::PretrainOptions o = setup::ValidationProblems(std::stoi(argv[5]));
     Tally tally;
     for (int i = 0; i < problems; ++i) {
       const setup::CorpusProblem corpus = setup::CorpusProblemFor(o, 0, i);

@@ -335,12 +335,7 @@ int main(int argc, char** argv) {
     const int seeds = std::stoi(argv[3]);
     const std::vector<int> budgets = bench::IntList(argv[4]);
     const int problems = std::stoi(argv[5]);
-    setup::PretrainOptions o;
-    o.seed = 1'000'003;  // never a pretraining seed of the shipped command
-    o.max_groups = std::stoi(argv[6]);
-    o.max_blocks = 4 * o.max_groups;
-    o.min_blocks = o.max_groups / 2;
-    o.batches = {32, 128, 512};
+    const setup::PretrainOptions o = setup::ValidationProblems(std::stoi(argv[6]));
     Tally tally;
     for (int i = 0; i < problems; ++i) {
       const setup::CorpusProblem corpus = setup::CorpusProblemFor(o, 0, i);
@@ -353,12 +348,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (argc >= 4 && std::string(argv[1]) == "fit") {
-    setup::PretrainOptions o;
-    o.seed = 1'000'003;
-    o.max_groups = std::stoi(argv[3]);
-    o.max_blocks = 4 * o.max_groups;
-    o.min_blocks = o.max_groups / 2;
-    o.batches = {32, 128, 512};
+    const setup::PretrainOptions o = setup::ValidationProblems(std::stoi(argv[3]));
     for (int i = 0; i < std::stoi(argv[2]); ++i) {
       const setup::CorpusProblem corpus = setup::CorpusProblemFor(o, 0, i);
       const setup::CorpusInstance instance(corpus, o);

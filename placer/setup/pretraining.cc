@@ -156,6 +156,16 @@ std::string CorpusProblem::Describe() const {
                      devices, nvlink ? "NVLink" : "PCIe", hosts > 1 ? ", 2 hosts" : "");
 }
 
+PretrainOptions ValidationProblems(int max_groups) {
+  PretrainOptions o;
+  o.seed = 1'000'003;  // never a pretraining seed of the shipped command
+  o.max_groups = max_groups;
+  o.max_blocks = 4 * max_groups;
+  o.min_blocks = max_groups / 2;
+  o.batches = {32, 128, 512};
+  return o;
+}
+
 CorpusProblem CorpusProblemFor(const PretrainOptions& o, int iteration, int index) {
   std::mt19937_64 rng(
       Mix(Mix(o.seed, static_cast<uint64_t>(iteration)), static_cast<uint64_t>(index)));

@@ -57,6 +57,10 @@ struct CorpusProblem {
   std::string Describe() const;
 };
 CorpusProblem CorpusProblemFor(const PretrainOptions& options, int iteration, int index);
+// The generated validation problems the benchmarks choose defaults on (never the held-out set):
+// a seed no pretraining uses, models coarsened to at most `max_groups` groups (max_groups / 2 to
+// 4 max_groups blocks), batches 32, 128 and 512. Problem i is CorpusProblemFor(options, 0, i).
+PretrainOptions ValidationProblems(int max_groups);
 
 // A corpus problem built: its machine's cost model and devices, the simulated problem, the
 // typical link, and the starts refinement has (one device, data parallelism, m-ETF, METIS).
