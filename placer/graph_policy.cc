@@ -296,10 +296,8 @@ PolicySample GraphPolicyImpl::Sample(int k, const std::optional<Candidate>& incu
       candidates[static_cast<size_t>(i)].options[ts] = option;
       estimates[static_cast<size_t>(i)].Commit(static_cast<int>(t),
                                                candidates[static_cast<size_t>(i)].options, option);
-      for (const auto& [consumer, weight] : b.locality.feeds(static_cast<int>(t))) {
-        b.locality.AddLocalShare(&producer_share[static_cast<size_t>(consumer * k + i) * o_count],
-                                 r_of[static_cast<size_t>(i)], option, weight);
-      }
+      b.locality.PushForward(producer_share.data(), static_cast<int>(t), static_cast<int>(i),
+                             static_cast<int>(k), r_of[static_cast<size_t>(i)], option);
     }
   }
   return {std::move(candidates), log_prob};

@@ -191,10 +191,8 @@ PolicySample PolicyImpl::Sample(int k, const std::optional<Candidate>& incumbent
     for (int64_t i = 0; i < k; ++i) {
       const auto option = static_cast<int>(chosen[i]);
       candidates[static_cast<size_t>(i)].options[static_cast<size_t>(t)] = option;
-      for (const auto& [consumer, weight] : locality_.feeds(static_cast<int>(t))) {
-        locality_.AddLocalShare(&producer_share[static_cast<size_t>(consumer * k + i) * o_count],
-                                r_of[static_cast<size_t>(i)], option, weight);
-      }
+      locality_.PushForward(producer_share.data(), static_cast<int>(t), static_cast<int>(i),
+                            static_cast<int>(k), r_of[static_cast<size_t>(i)], option);
     }
   }
   return {std::move(candidates), log_prob};

@@ -97,6 +97,16 @@ class LocalityTable {
                 num_options_];
     for (int o = 0; o < num_options_; ++o) share[o] += weight * row[o];
   }
+  // Group g decoded to `option` in candidate `k` of `candidates` (R = replica_counts()[r_index]):
+  // adds its traffic's local share to the rows of its consumers in `producer_share` (per group,
+  // per candidate, O floats), which the decoder reads when it reaches them.
+  void PushForward(float* producer_share, int g, int k, int candidates, int r_index,
+                   int option) const {
+    for (const auto& [consumer, weight] : feeds(g)) {
+      AddLocalShare(&producer_share[static_cast<size_t>(consumer * candidates + k) * num_options_],
+                    r_index, option, weight);
+    }
+  }
   // With R = replica_counts()[r_index], the fraction of replicas that a group with option `b`
   // runs on the same device as a group with option `a`.
   float Local(int r_index, int a, int b) const {
