@@ -95,13 +95,7 @@ TaskSchedule ScheduleCpop(const TaskGraph& tasks) {
 }
 
 BaselineResult Cpop(const PlacementProblem& problem) {
-  const Stopwatch stopwatch;
-  const TaskGraph tasks(problem);
-  CheckMemoryCanFit(tasks);
-  const TaskSchedule schedule = ScheduleCpop(tasks);
-  BaselineResult result = MakeResult("CPOP", tasks, schedule.device, stopwatch);
-  result.estimated_step_seconds = schedule.makespan_seconds;
-  return result;
+  return ScheduledBaseline("CPOP", problem, ScheduleCpop);
 }
 
 }  // namespace placer::baselines

@@ -258,14 +258,21 @@ TaskSchedule ScheduleEarliestTaskFirst(const TaskGraph& tasks,
   return EtfScheduler(tasks, favourite_child, algorithm).Run();
 }
 
-BaselineResult MEtf(const PlacementProblem& problem) {
+BaselineResult ScheduledBaseline(std::string algorithm, const PlacementProblem& problem,
+                                 const std::function<TaskSchedule(const TaskGraph&)>& schedule) {
   const Stopwatch stopwatch;
   const TaskGraph tasks(problem);
   CheckMemoryCanFit(tasks);
-  const TaskSchedule schedule = ScheduleEarliestTaskFirst(tasks, {}, "m-ETF");
-  BaselineResult result = MakeResult("m-ETF", tasks, schedule.device, stopwatch);
-  result.estimated_step_seconds = schedule.makespan_seconds;
+  const TaskSchedule scheduled = schedule(tasks);
+  BaselineResult result = MakeResult(std::move(algorithm), tasks, scheduled.device, stopwatch);
+  result.estimated_step_seconds = scheduled.makespan_seconds;
   return result;
+}
+
+BaselineResult MEtf(const PlacementProblem& problem) {
+  return ScheduledBaseline("m-ETF", problem, [](const TaskGraph& tasks) {
+    return ScheduleEarliestTaskFirst(tasks, {}, "m-ETF");
+  });
 }
 
 std::vector<double> UpwardRanks(const TaskGraph& tasks) {
@@ -344,13 +351,7 @@ TaskSchedule ScheduleHeft(const TaskGraph& tasks) {
 }
 
 BaselineResult Heft(const PlacementProblem& problem) {
-  const Stopwatch stopwatch;
-  const TaskGraph tasks(problem);
-  CheckMemoryCanFit(tasks);
-  const TaskSchedule schedule = ScheduleHeft(tasks);
-  BaselineResult result = MakeResult("HEFT", tasks, schedule.device, stopwatch);
-  result.estimated_step_seconds = schedule.makespan_seconds;
-  return result;
+  return ScheduledBaseline("HEFT", problem, ScheduleHeft);
 }
 
 }  // namespace placer::baselines

@@ -2,6 +2,8 @@
 // the task graph (task_graph.h) on the devices and places every group where its task ran.
 #pragma once
 
+#include <functional>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -16,6 +18,11 @@ struct TaskSchedule {
   std::vector<double> start_seconds, end_seconds;
   double makespan_seconds = 0;
 };
+
+// A list scheduler as a baseline: `schedule` of the problem's task graph (after checking that
+// every task fits some device), each group where its task ran, the makespan as the estimated step.
+BaselineResult ScheduledBaseline(std::string algorithm, const PlacementProblem& problem,
+                                 const std::function<TaskSchedule(const TaskGraph&)>& schedule);
 
 // Baechi's m-ETF (beomyeol/baechi placer/m_etf.py), event-driven: a task becomes ready when its
 // predecessors have finished. At each moment, for every ready task and every device that can hold

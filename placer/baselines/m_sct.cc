@@ -154,16 +154,11 @@ std::vector<int> FavouriteChildren(const TaskGraph& tasks, const SctRelaxation& 
 }
 
 BaselineResult MSct(const PlacementProblem& problem, const MSctOptions& options) {
-  const Stopwatch stopwatch;
-  const TaskGraph tasks(problem);
-  CheckMemoryCanFit(tasks);
-  const SctRelaxation relaxation = SolveSctRelaxation(tasks);
-  const std::vector<int> favourite_child =
-      FavouriteChildren(tasks, relaxation, options.favourite_child_threshold);
-  const TaskSchedule schedule = ScheduleEarliestTaskFirst(tasks, favourite_child, "m-SCT");
-  BaselineResult result = MakeResult("m-SCT", tasks, schedule.device, stopwatch);
-  result.estimated_step_seconds = schedule.makespan_seconds;
-  return result;
+  return ScheduledBaseline("m-SCT", problem, [&](const TaskGraph& tasks) {
+    const SctRelaxation relaxation = SolveSctRelaxation(tasks);
+    return ScheduleEarliestTaskFirst(
+        tasks, FavouriteChildren(tasks, relaxation, options.favourite_child_threshold), "m-SCT");
+  });
 }
 
 }  // namespace placer::baselines
