@@ -100,7 +100,10 @@ search::ComparisonReport CompareMethods(const SearchSetup& setup,
   if (setup.config.search.options.use_policy) {
     // What the policy knows before this run teaches it anything: the learning's starting point.
     log << "search: the policy zero-shot\n" << std::flush;
-    add_search(Kind::kAblation, "policy zero-shot", search::PolicyZeroShot(problem, configured));
+    // Judged side by side even when invalid, so that its row says why (out of memory, ...).
+    const search::SearchOutcome zero_shot = search::PolicyZeroShot(problem, configured);
+    pending.push_back({Kind::kAblation, "policy zero-shot", zero_shot.best.candidate, "",
+                       zero_shot.wall_seconds + baselines_seconds, zero_shot.evaluations, true});
   }
   if (setup.config.search.options.use_policy && setup.config.search.options.use_refinement) {
     add_search(Kind::kAblation, "policy alone",
