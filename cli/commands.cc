@@ -24,6 +24,7 @@
 #include "placer/setup/portable_float.h"
 #include "placer/setup/pretraining.h"
 #include "placer/setup/search_setup.h"
+#include "placer/setup/step_cache.h"
 #include "proto/writers.h"
 #include "runtime/device.h"
 #include "runtime/measured_evaluator.h"
@@ -37,7 +38,8 @@ namespace {
 
 int Inspect(const Commands& c) {
   config::Config config = config::LoadConfig(c.config_path);
-  graph::Graph graph = setup::BuildModel(config);
+  setup::StepCache steps(config);
+  const graph::Graph& graph = steps.Get({.replicas = config.model.replicas}).graph;
   std::cout << fmt::format("model: {} (batch {}, SGD lr {})\n\n", config.model.name(),
                            config.model.batch_size, config.model.learning_rate);
   PrintInspection(graph, std::cout);
@@ -58,7 +60,8 @@ int Inspect(const Commands& c) {
 
 int Validate(const Commands& c) {
   config::Config config = config::LoadConfig(c.config_path);
-  graph::Graph graph = setup::BuildModel(config);
+  setup::StepCache steps(config);
+  const graph::Graph& graph = steps.Get({.replicas = config.model.replicas}).graph;
   graph::DeviceSet devices = setup::ResolveDevices(config);
   if (!config.simulation.profile.empty()) setup::CostModelFor(config);
   std::cout << fmt::format("{}: valid ({} model, {} ops, {} parameters; devices {})\n",
@@ -166,12 +169,13 @@ int TensorWaysFor(const Commands& c) {
 
 // The training step the placement file is for: replicated, micro-batched (its op names are then
 // "m<k>/<op>"), both ("r<r>/m<k>/<op>"), split ("r<r>/tp<s>/<op>"), or the configured model.
-graph::Graph ModelFor(const Commands& c, const config::Config& config) {
+const graph::Graph& ModelFor(const Commands& c, const config::Config& config,
+                             setup::StepCache& steps) {
   const setup::StepShape shape{ReplicasFor(c, config), PipelineFor(c).micro_batches,
                                TensorWaysFor(c)};
-  if (shape.micro_batches == 1 && shape.tensor_ways == 1) return setup::BuildStep(config, shape);
+  if (shape.micro_batches == 1 && shape.tensor_ways == 1) return steps.Get(shape).graph;
   try {
-    return setup::BuildStep(config, shape);
+    return steps.Get(shape).graph;
   } catch (const graph::GraphError& error) {
     throw InputError(fmt::format("{}: {}", c.placement_path, error.what()));
   } catch (const InputError& error) {
@@ -181,17 +185,18 @@ graph::Graph ModelFor(const Commands& c, const config::Config& config) {
 
 int Evaluate(const Commands& c) {
   config::Config config = config::LoadConfig(c.config_path);
-  graph::Graph model = ModelFor(c, config);
+  setup::StepCache steps(config);
+  const graph::Graph& model = ModelFor(c, config, steps);
   graph::DeviceSet devices = setup::ResolveDevices(config, c.predict_only);
   std::string description;
-  std::optional<graph::DataParallelGraph> dp;
+  const search::ReplicatedModel* dp = nullptr;
   graph::Placement placement;
   if (c.data_parallel) {
     if (!c.placement_path.empty() || !c.device.empty()) {
       throw InputError("--data-parallel places the replicas itself: drop --placement/--device");
     }
-    dp = setup::BuildDataParallelOver(config, graph::DeviceNames(devices));
-    placement = dp->placement;
+    dp = &steps.DataParallel(static_cast<int>(devices.size()));
+    placement = setup::ReplicaPlacement(*dp, graph::DeviceNames(devices));
     description = fmt::format("data parallel, shards of {}", fmt::join(dp->shard_sizes, "/"));
   } else {
     placement = ChoosePlacement(c, model, devices, description, setup::ExpertFacts(config));
@@ -208,7 +213,7 @@ int Evaluate(const Commands& c) {
           fmt::format(" ({})", search::DescribeTensorParallel(ReplicasFor(c, config) * ways, ways));
     }
   }
-  const graph::Graph& graph = dp ? dp->graph : model;
+  const graph::Graph& graph = dp != nullptr ? dp->graph : model;
   std::cout << fmt::format("model: {} (batch {}), placement: {}, devices: {}\n",
                            config.model.name(), config.model.batch_size, description,
                            fmt::join(graph::DeviceNames(devices), ", "));
@@ -310,14 +315,12 @@ int Profile(const Commands& c) {
   // shards of the batch) a profile of the model alone does not time.
   // Its devices' slowdown of each other is then timed with each running its own replica.
   std::optional<graph::Placement> replicas;
-  graph::Graph graph;
-  if (c.data_parallel) {
-    graph::DataParallelGraph dp = setup::BuildDataParallelOver(config, graph::DeviceNames(devices));
-    graph = std::move(dp.graph);
-    replicas = std::move(dp.placement);
-  } else {
-    graph = setup::BuildModel(config);
-  }
+  setup::StepCache steps(config);
+  const search::ReplicatedModel& step = c.data_parallel
+                                            ? steps.DataParallel(static_cast<int>(devices.size()))
+                                            : steps.Get({.replicas = config.model.replicas});
+  if (c.data_parallel) replicas = setup::ReplicaPlacement(step, graph::DeviceNames(devices));
+  const graph::Graph& graph = step.graph;
   std::filesystem::path output = c.output_path.empty() ? config.output.directory / "profile.json"
                                                        : std::filesystem::path(c.output_path);
   std::cout << fmt::format("profiling {} ops of {} on {}\n", graph.num_ops(), config.model.name(),
@@ -339,8 +342,9 @@ int Profile(const Commands& c) {
 
 int Train(const Commands& c) {
   config::Config config = config::LoadConfig(c.config_path);
-  graph::Graph single = setup::BuildSingleModel(config);
-  graph::Graph eval_graph = setup::ForwardBuilderFor(config)(config.model.batch_size, 0);
+  setup::StepCache steps(config);
+  const graph::Graph& single = steps.base();
+  graph::Graph eval_graph = steps.forward()(config.model.batch_size, 0);
   graph::DeviceSet devices = setup::ResolveDevices(config);
   if (c.epochs < 1) throw InputError("--epochs must be at least 1");
   // Fashion-MNIST feeds [batch, 1, 28, 28] images to an input named "images": the zoo models
@@ -356,12 +360,20 @@ int Train(const Commands& c) {
   std::string description;
   std::optional<graph::DataParallelGraph> dp;
   runtime::TrainingSetup setup;
+  // The trainer feeds the shards as a graph::DataParallelGraph says them: the cached step's copy
+  // (a Fashion-MNIST model's, small), replica r on device r.
+  auto replicated = [&](const search::ReplicatedModel& step) {
+    return graph::DataParallelGraph{
+        .graph = step.graph,
+        .placement = setup::ReplicaPlacement(step, graph::DeviceNames(devices)),
+        .shard_sizes = step.shard_sizes};
+  };
   if (c.data_parallel) {
-    dp = setup::BuildDataParallelOver(config, graph::DeviceNames(devices));
+    dp = replicated(steps.DataParallel(static_cast<int>(devices.size())));
     setup = runtime::DataParallelSetup(*dp);
     description = fmt::format("data parallel, shards of {}", fmt::join(dp->shard_sizes, "/"));
   } else if (const int replicas = ReplicasFor(c, config); replicas > 1) {
-    dp = setup::BuildReplicated(config, replicas);
+    dp = replicated(steps.Get({.replicas = replicas}));
     setup = runtime::DataParallelSetup(*dp);
     setup.placement =
         ChoosePlacement(c, dp->graph, devices, description, setup::ExpertFacts(config));

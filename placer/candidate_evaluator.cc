@@ -40,38 +40,8 @@ ReplicatedModel Replicated(graph::DataParallelGraph replicated, const graph::Gra
   return model;
 }
 
-std::vector<std::unique_ptr<ReplicatedModel>> BuildReplicatedModels(
-    graph::Graph base, const graph::Grouping& grouping, const graph::ForwardBuilder& build_forward,
-    int64_t batch, double learning_rate, const std::vector<int>& counts,
-    std::vector<std::string>* notes) {
-  std::vector<std::unique_ptr<ReplicatedModel>> models;
-  models.push_back(std::make_unique<ReplicatedModel>(SingleReplica(std::move(base), grouping)));
-  std::vector<int> sorted = counts;
-  std::sort(sorted.begin(), sorted.end());
-  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
-  for (int replicas : sorted) {
-    if (replicas <= 1) continue;
-    try {
-      std::vector<std::string> names;
-      for (int r = 0; r < replicas; ++r) names.push_back(fmt::format("r{}", r));
-      models.push_back(std::make_unique<ReplicatedModel>(Replicated(
-          graph::BuildDataParallel(build_forward, batch, names,
-                                   std::vector<double>(names.size(), 1.0), learning_rate),
-          models.front()->graph, grouping)));
-    } catch (const graph::GraphError& error) {
-      if (notes != nullptr) {
-        notes->push_back(fmt::format("{} replicas left out: {}", replicas, error.what()));
-      }
-    }
-  }
-  return models;
-}
-
-ReplicatedModel MicroBatched(const graph::ForwardBuilder& build_forward, int64_t batch,
-                             int micro_batches, double learning_rate, const graph::Graph& base,
+ReplicatedModel MicroBatched(graph::MicroBatchedGraph mb, const graph::Graph& base,
                              const graph::Grouping& grouping) {
-  graph::MicroBatchedGraph mb =
-      graph::BuildMicroBatched(build_forward, batch, micro_batches, learning_rate);
   // Every micro-batch's copy of an op belongs to the op's group: PlaceMicroBatches' mapping of a
   // "placement" of `base` whose devices are the groups.
   graph::Placement groups_of_base = graph::Placement::AllOn(base, {"groups"}, 0);
@@ -82,8 +52,8 @@ ReplicatedModel MicroBatched(const graph::ForwardBuilder& build_forward, int64_t
   const graph::Placement mapped =
       graph::PlaceMicroBatches(mb, base, groups_of_base, graph::PipelineSchedule::kGPipe);
   ReplicatedModel model;
-  model.micro_batches = micro_batches;
-  model.shard_sizes = {batch};
+  model.micro_batches = mb.micro_batches;
+  model.shard_sizes = {mb.micro_batch_size * mb.micro_batches};
   model.graph = std::move(mb.graph);
   model.group_of_op.assign(static_cast<size_t>(model.graph.num_ops()), -1);
   model.replica_of_op.assign(static_cast<size_t>(model.graph.num_ops()), -1);
@@ -96,59 +66,7 @@ ReplicatedModel MicroBatched(const graph::ForwardBuilder& build_forward, int64_t
   return model;
 }
 
-void AddMicroBatchedModels(std::vector<std::unique_ptr<ReplicatedModel>>& models,
-                           const graph::Grouping& grouping,
-                           const graph::ForwardBuilder& build_forward, int64_t batch,
-                           double learning_rate, const std::vector<int>& counts,
-                           std::vector<std::string>* notes) {
-  std::vector<int> sorted = counts;
-  std::sort(sorted.begin(), sorted.end());
-  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
-  for (int m : sorted) {
-    if (m <= 1) continue;
-    try {
-      models.push_back(std::make_unique<ReplicatedModel>(
-          MicroBatched(build_forward, batch, m, learning_rate, models.front()->graph, grouping)));
-    } catch (const graph::GraphError& error) {
-      if (notes != nullptr) {
-        notes->push_back(fmt::format("{} micro-batches left out: {}", m, error.what()));
-      }
-    }
-  }
-}
-
-void AddReplicatedPipelineModels(std::vector<std::unique_ptr<ReplicatedModel>>& models,
-                                 const graph::Grouping& grouping,
-                                 const graph::ForwardBuilder& build_forward, int64_t batch,
-                                 double learning_rate,
-                                 const std::vector<ReplicatedPipeline>& pipelines,
-                                 std::vector<std::string>* notes) {
-  for (const ReplicatedPipeline& p : pipelines) {
-    const bool replicated = std::any_of(models.begin(), models.end(), [&](const auto& m) {
-      return m->replicas == p.replicas && m->micro_batches == 1;
-    });
-    try {
-      if (!replicated) {
-        throw graph::GraphError(fmt::format("no step of {} replicas", p.replicas));
-      }
-      std::vector<std::string> names;
-      for (int r = 0; r < p.replicas; ++r) names.push_back(fmt::format("r{}", r));
-      auto model = std::make_unique<ReplicatedModel>(
-          Replicated(graph::BuildReplicatedPipelines(build_forward, batch, names, p.micro_batches,
-                                                     learning_rate),
-                     models.front()->graph, grouping));
-      model->micro_batches = p.micro_batches;
-      models.push_back(std::move(model));
-    } catch (const graph::GraphError& error) {
-      if (notes != nullptr) {
-        notes->push_back(fmt::format("{} replicas of {} micro-batches left out: {}", p.replicas,
-                                     p.micro_batches, error.what()));
-      }
-    }
-  }
-}
-
-ActionSpace SpaceOf(int devices, const std::vector<std::unique_ptr<ReplicatedModel>>& models) {
+ActionSpace SpaceOf(int devices, const std::vector<const ReplicatedModel*>& models) {
   std::vector<int> replica_counts, micro_batch_counts;
   std::vector<ReplicatedPipeline> pipelines;
   std::vector<TensorParallelShape> tensor_parallel;

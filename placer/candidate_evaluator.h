@@ -1,10 +1,10 @@
 // From candidates of the action space to placements of real training steps, and their judgement.
 //
-// The model is built once per replica count R of the action space (R replicas, each on 1/R of
-// the minibatch, gradients all-reduced), once per micro-batch count M > 1 (one replica, M
-// micro-batches: graph/micro_batches.h; both schedules share the graph) and once per replicated
-// pipeline (R x M: graph::BuildReplicatedPipelines); the groups are those of
-// the unreplicated model, so a candidate's option for group g places every replica's (or
+// The model is built once per step shape of the action space (setup::StepCache): per replica
+// count R (R replicas, each on 1/R of the minibatch, gradients all-reduced), per micro-batch count
+// M > 1 (one replica, M micro-batches: graph/micro_batches.h; both schedules share the graph), per
+// replicated pipeline (R x M: graph::BuildReplicatedPipelines) and per split shape; the groups are
+// those of the unreplicated model, so a candidate's option for group g places every replica's (or
 // micro-batch's) copy of g's ops. Evaluation goes through the Evaluator seam, one evaluator per
 // model, a whole batch of candidates per call.
 // Torch-free.
@@ -19,6 +19,7 @@
 #include "graph/evaluator.h"
 #include "graph/grouping.h"
 #include "graph/ir.h"
+#include "graph/micro_batches.h"
 #include "graph/placement.h"
 #include "placer/action_space.h"
 
@@ -50,42 +51,14 @@ ReplicatedModel SingleReplica(graph::Graph graph, const graph::Grouping& groupin
 ReplicatedModel Replicated(graph::DataParallelGraph replicated, const graph::Graph& base,
                            const graph::Grouping& grouping);
 
-// The model at every replica count of `counts` (1 is always first): `base` (built at `batch` rows,
-// the model `grouping` was made for) and, for R > 1, graph::BuildDataParallel of `build_forward`
-// over R even shards. A replica count that cannot be built (a shard size the model does not
-// take, more replicas than rows) is left out, with the reason in `notes`.
-std::vector<std::unique_ptr<ReplicatedModel>> BuildReplicatedModels(
-    graph::Graph base, const graph::Grouping& grouping, const graph::ForwardBuilder& build_forward,
-    int64_t batch, double learning_rate, const std::vector<int>& counts,
-    std::vector<std::string>* notes);
-// The one-replica step micro-batched `micro_batches` times, mapped onto the groups of `base`.
-// Throws GraphError when `micro_batches` does not divide the batch or its ops are not copies of
-// `base`'s.
-ReplicatedModel MicroBatched(const graph::ForwardBuilder& build_forward, int64_t batch,
-                             int micro_batches, double learning_rate, const graph::Graph& base,
+// The one-replica step micro-batched `micro_batched.micro_batches` times, mapped onto the groups of
+// `base`. Throws GraphError when its ops are not copies of `base`'s.
+ReplicatedModel MicroBatched(graph::MicroBatchedGraph micro_batched, const graph::Graph& base,
                              const graph::Grouping& grouping);
-// Appends to `models` (BuildReplicatedModels', [0] the base) the step at every micro-batch count
-// M > 1 of `counts`; a count that cannot be built is left out with the reason in `notes`.
-void AddMicroBatchedModels(std::vector<std::unique_ptr<ReplicatedModel>>& models,
-                           const graph::Grouping& grouping,
-                           const graph::ForwardBuilder& build_forward, int64_t batch,
-                           double learning_rate, const std::vector<int>& counts,
-                           std::vector<std::string>* notes);
 
-// Appends to `models` the step of every replicated pipeline of `pipelines` (R x M,
-// graph::BuildReplicatedPipelines) whose R has a model already (M = 1); one that cannot be built
-// is left out with the reason in `notes`.
-void AddReplicatedPipelineModels(std::vector<std::unique_ptr<ReplicatedModel>>& models,
-                                 const graph::Grouping& grouping,
-                                 const graph::ForwardBuilder& build_forward, int64_t batch,
-                                 double learning_rate,
-                                 const std::vector<ReplicatedPipeline>& pipelines,
-                                 std::vector<std::string>* notes);
-
-// The action space over `devices` devices of the step shapes `models` holds (BuildReplicatedModels'
-// replica counts, AddMicroBatchedModels' micro-batch counts, AddReplicatedPipelineModels'
-// replicated pipelines, setup::AddTensorParallelModels' tensor-parallel shapes).
-ActionSpace SpaceOf(int devices, const std::vector<std::unique_ptr<ReplicatedModel>>& models);
+// The action space over `devices` devices of the step shapes `models` holds (setup::SearchSteps':
+// replica counts, micro-batch counts, replicated pipelines and tensor-parallel shapes).
+ActionSpace SpaceOf(int devices, const std::vector<const ReplicatedModel*>& models);
 
 class CandidateEvaluator {
  public:

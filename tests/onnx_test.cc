@@ -22,6 +22,7 @@
 #include "graph/placement.h"
 #include "placer/config/config.h"
 #include "placer/setup/model_factory.h"
+#include "placer/setup/step_cache.h"
 #include "runtime/executor.h"
 #include "tests/onnx_writer.h"
 #include "tests/support.h"
@@ -359,8 +360,8 @@ TEST(OnnxBatchTest, TheModelFactoryReportsAndThrowsTheBatchError) {
   ASSERT_TRUE(setup::BatchProblem(c, 1));
   EXPECT_THAT(*setup::BatchProblem(c, 1), HasSubstr("'bake'"));
   EXPECT_NO_THROW(setup::BuildSingleModel(c));
-  EXPECT_THROW(setup::BuildDataParallelOver(c, {"cpu:0", "cpu:1"}), graph::BatchError);
-  EXPECT_THROW(setup::BuildReplicated(c, 2), graph::BatchError);
+  EXPECT_THROW(setup::StepCache(c).DataParallel(2), graph::BatchError);
+  EXPECT_THROW(setup::StepCache(c).Get({.replicas = 2}), graph::BatchError);
   const config::Config lenet = config::ParseConfig("model:\n  builtin: lenet\n", "x.yaml");
   EXPECT_EQ(setup::BatchProblem(lenet, 3), std::nullopt);
 }

@@ -25,6 +25,7 @@
 #include "graph/training_step.h"
 #include "placer/config/config.h"
 #include "placer/setup/model_factory.h"
+#include "placer/setup/step_cache.h"
 #include "runtime/executor.h"
 #include "tests/support.h"
 
@@ -517,7 +518,7 @@ TEST(ZooConfigTest, ReplicatedZooModelsAreBuiltFromConfigs) {
   config::Config c = Parse(
       "model:\n  builtin: transformer\n  batch_size: 4\n  replicas: 2\n"
       "  transformer: {seq_length: 4, layers: 1, hidden: 8, heads: 2, ffn: 8, vocab: 10}\n");
-  Graph replicated = setup::BuildModel(c);
+  Graph replicated = setup::StepCache(c).Get({.replicas = c.model.replicas}).graph;
   Graph single = setup::BuildSingleModel(c);
   EXPECT_EQ(replicated.ParameterCount(), 2 * single.ParameterCount());
   EXPECT_TRUE(replicated.FindOp("r1/l0/attention/probs").has_value());

@@ -22,7 +22,7 @@ MegatronRow MegatronRowFor(const SearchSetup& setup) {
   baselines::MegatronBaselineResult result;
   try {
     result = baselines::MegatronBaseline(
-        setup.forward, config.model.batch_size, config.model.learning_rate, setup.devices,
+        setup.steps->forward(), config.model.batch_size, config.model.learning_rate, setup.devices,
         *setup.costs.front(), config.simulation.gpus_per_host, kMaxOps, &out.log);
   } catch (const std::exception& e) {
     row.invalid_reason = e.what();

@@ -8,10 +8,8 @@
 #include <mutex>
 #include <utility>
 
-#include "graph/micro_batches.h"
 #include "graph/onnx_loader.h"
 #include "placer/setup/input_error.h"
-#include "placer/setup/tensor_parallel_models.h"
 
 namespace placer::setup {
 
@@ -67,58 +65,11 @@ graph::Graph BuildSingleModel(const config::Config& config) {
   return Build(config, config.model.batch_size, 0, true);
 }
 
-graph::DataParallelGraph BuildDataParallelOver(const config::Config& config,
-                                               const std::vector<std::string>& replicas) {
-  return graph::BuildDataParallel(ForwardBuilderFor(config), config.model.batch_size, replicas,
-                                  std::vector<double>(replicas.size(), 1.0),
-                                  config.model.learning_rate);
-}
-
-graph::DataParallelGraph BuildReplicated(const config::Config& config, int replicas) {
-  std::vector<std::string> replica_names;
-  for (int r = 0; r < replicas; ++r) replica_names.push_back(fmt::format("r{}", r));
-  return BuildDataParallelOver(config, replica_names);
-}
-
-graph::Graph BuildStep(const config::Config& config, StepShape shape) {
-  if (shape.tensor_ways > 1) {
-    if (shape.micro_batches > 1) {
-      throw graph::GraphError(
-          fmt::format("{} micro-batches of tensor-parallel replicas: not a step the search gives",
-                      shape.micro_batches));
-    }
-    return BuildTensorParallelStep(
-               ForwardBuilderFor(config), config.model.batch_size, config.model.learning_rate,
-               {.replicas = shape.replicas * shape.tensor_ways, .tensor_ways = shape.tensor_ways})
-        .graph;
-  }
-  if (shape.micro_batches > 1) {
-    if (shape.replicas > 1) {
-      std::vector<std::string> replica_names;
-      for (int r = 0; r < shape.replicas; ++r) replica_names.push_back(fmt::format("r{}", r));
-      return graph::BuildReplicatedPipelines(ForwardBuilderFor(config), config.model.batch_size,
-                                             replica_names, shape.micro_batches,
-                                             config.model.learning_rate)
-          .graph;
-    }
-    return graph::BuildMicroBatched(ForwardBuilderFor(config), config.model.batch_size,
-                                    shape.micro_batches, config.model.learning_rate)
-        .graph;
-  }
-  return shape.replicas > 1 ? BuildReplicated(config, shape.replicas).graph
-                            : BuildSingleModel(config);
-}
-
 runtime::MeasurementOptions MeasurementOptionsFor(const config::Config& config) {
   return {.warmup_steps = config.measurement.warmup_steps,
           .timed_steps = config.measurement.timed_steps,
           .time_limit_seconds = config.measurement.time_limit_seconds,
           .seed = config.model.init_seed};
-}
-
-graph::Graph BuildModel(const config::Config& config) {
-  if (config.model.replicas > 1) return BuildReplicated(config, config.model.replicas).graph;
-  return BuildSingleModel(config);
 }
 
 graph::ForwardBuilder ForwardBuilderFor(const config::Config& config) {

@@ -16,41 +16,17 @@
 
 namespace placer::setup {
 
-// Builds and validates the configured model. Throws config::ConfigError (pointing at
+// Builds and validates the configured model's training step: one replica on the whole batch (the
+// steps of other shapes are StepCache's, step_cache.h). Throws config::ConfigError (pointing at
 // model.builtin) for unknown models and graph::GraphError for inconsistent sizes.
-// With model.replicas = R > 1 this is the replicated training step (replica r's ops are named
-// "r<r>/<op>"); BuildSingleModel always builds one replica on the whole batch.
-graph::Graph BuildModel(const config::Config& config);
 graph::Graph BuildSingleModel(const config::Config& config);
-
-// The configured model replicated once per name in `replicas` (device names for data
-// parallelism, "r0", "r1", ... for model.replicas), each on an even shard of the batch, with
-// gradients summed across replicas; replica r is placed on entry r.
-graph::DataParallelGraph BuildDataParallelOver(const config::Config& config,
-                                               const std::vector<std::string>& replicas);
-graph::DataParallelGraph BuildReplicated(const config::Config& config, int replicas);
-
-// The shape of a training step: R replicas on even shards of the batch, each in M micro-batches,
-// or each split T ways Megatron's way (placer/baselines/megatron.h; with M = 1).
-struct StepShape {
-  int replicas = 1;
-  int micro_batches = 1;
-  int tensor_ways = 1;
-  auto operator<=>(const StepShape&) const = default;
-};
-
-// The configured model's training step in `shape`, as the search's action space builds it
-// (search::BuildReplicatedModels, search::AddMicroBatchedModels): what `evaluate` runs for a
-// placement file and `placer worker` for a task. Throws graph::GraphError for a shape the model
-// cannot be built in (naming the batch, or the model without linear pairs that split T ways).
-graph::Graph BuildStep(const config::Config& config, StepShape shape);
 
 // Whether the configured model can be built with `batch` rows (as one data-parallel shard or
 // replica): nullopt when it can, otherwise why not. Built-in models take any batch; an ONNX
 // export whose batch is baked into its shape constants takes only its own, and the reason is then
 // the graph::BatchError message (naming the node, and how to export with a dynamic batch axis),
-// which BuildModel, BuildDataParallelOver and BuildReplicated throw for such a batch. Costs one
-// load of the file for an ONNX model.
+// which StepCache::Get throws for a step of such shards. Costs one load of the file for an ONNX
+// model.
 std::optional<std::string> BatchProblem(const config::Config& config, int64_t batch);
 
 // What an expert placement file (configs/experts/<builtin>.yaml) may condition its variants on,

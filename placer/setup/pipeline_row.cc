@@ -60,7 +60,7 @@ PipelineRow PipelineRowFor(const SearchSetup& setup, const std::filesystem::path
   constexpr int64_t kMaxOps = 250'000;
   try {
     result = baselines::PipelineBaseline(
-        setup.base(), setup.forward, batch, config.model.learning_rate, setup.devices,
+        setup.base(), setup.steps->forward(), batch, config.model.learning_rate, setup.devices,
         *setup.costs.front(), counts, setup.simulated->space().replica_counts(), kMaxOps, &out.log);
   } catch (const std::exception& e) {
     row.invalid_reason = e.what();
@@ -104,8 +104,9 @@ PipelineRow PipelineRowFor(const SearchSetup& setup, const std::filesystem::path
 
   // The picture: the fastest trial's simulated schedule, and each group on its stage's device in
   // every pipeline.
-  const baselines::PipelineStep step = baselines::BuildPipelineStep(
-      result, best, setup.base(), setup.forward, batch, config.model.learning_rate, setup.names);
+  const baselines::PipelineStep step =
+      baselines::BuildPipelineStep(result, best, setup.base(), setup.steps->forward(), batch,
+                                   config.model.learning_rate, setup.names);
   const sim::Simulator simulator(step.graph, setup.devices, *setup.costs.front());
   sim::SimulationResult traced = simulator.Simulate(step.placement, /*record_trace=*/true);
   search::PlacementPicture picture{.method = row.method,

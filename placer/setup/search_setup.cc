@@ -15,7 +15,6 @@
 #include <sstream>
 #include <thread>
 
-#include "graph/micro_batches.h"
 #include "placer/edit_model.h"
 #include "placer/graph_policy.h"
 #include "placer/setup/devices.h"
@@ -387,10 +386,12 @@ std::unique_ptr<SearchSetup> BuildSearchSetup(const config::Config& config, std:
   }
   const auto devices = static_cast<int>(s->names.size());
 
-  graph::Graph base = BuildSingleModel(config);
+  s->steps = std::make_unique<StepCache>(config);
+  const graph::Graph& base = s->steps->base();
   s->grouping = graph::MakeGrouping(base, GroupingOptionsFor(config, base, s->names));
   s->grouping_name = GroupingName(config);
   s->features = graph::ComputeGroupFeatures(base, s->grouping);
+  s->steps->UseGrouping(s->grouping);
   std::vector<int> wanted =
       config.search.replicas.empty()
           ? search::ActionSpace::DefaultReplicaCounts(devices, config.model.batch_size)
@@ -412,19 +413,14 @@ std::unique_ptr<SearchSetup> BuildSearchSetup(const config::Config& config, std:
                 config.model.batch_size, base.num_ops(),
                 search::ActionSpace::DefaultMaxMicroBatches(devices))
           : config.search.micro_batches;
-  const std::vector<search::ReplicatedPipeline> pipelines =
-      ReplicatedPipelinesFor(config, wanted, micro_batches, devices, base.num_ops());
-  s->forward = ForwardBuilderFor(config);
-  s->models = search::BuildReplicatedModels(std::move(base), s->grouping, s->forward,
-                                            config.model.batch_size, config.model.learning_rate,
-                                            wanted, &s->notes);
-  search::AddMicroBatchedModels(s->models, s->grouping, s->forward, config.model.batch_size,
-                                config.model.learning_rate, micro_batches, &s->notes);
-  search::AddReplicatedPipelineModels(s->models, s->grouping, s->forward, config.model.batch_size,
-                                      config.model.learning_rate, pipelines, &s->notes);
-  AddTensorParallelModels(
-      s->models, s->grouping, s->forward, config.model.batch_size, config.model.learning_rate,
-      TensorParallelShapesFor(config, wanted, devices), kMaxTensorParallelOps, &s->notes);
+  s->models = SearchSteps(
+      *s->steps,
+      {.replica_counts = wanted,
+       .micro_batch_counts = micro_batches,
+       .pipelines = ReplicatedPipelinesFor(config, wanted, micro_batches, devices, base.num_ops()),
+       .tensor_parallel = TensorParallelShapesFor(config, wanted, devices),
+       .max_tensor_parallel_ops = kMaxTensorParallelOps},
+      &s->notes);
   const search::ActionSpace space = search::SpaceOf(devices, s->models);
 
   if (measured) {

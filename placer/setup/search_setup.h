@@ -23,6 +23,7 @@
 #include "placer/run_directory.h"
 #include "placer/run_lock.h"
 #include "placer/search.h"
+#include "placer/setup/step_cache.h"
 #include "runtime/sim/cost_model.h"
 
 namespace placer::cluster {
@@ -47,11 +48,12 @@ struct SearchSetup {
   graph::Grouping grouping;
   std::string grouping_name;  // "coarsen, max_groups 256"
   graph::GroupFeatures features;
-  // The config's forward at any batch, one for the whole run: an ONNX export is read once per
-  // batch however many steps and rows are built from it (ForwardBuilderFor).
-  graph::ForwardBuilder forward;
-  std::vector<std::unique_ptr<search::ReplicatedModel>> models;  // per replica count; [0]: R = 1
-  std::vector<std::unique_ptr<sim::CostModel>> costs;            // the simulators' (per model)
+  // The step at each shape, built from one forward for the whole run (steps->forward(): an ONNX
+  // export is read once per batch however many steps and rows are built from it).
+  std::unique_ptr<StepCache> steps;
+  // The search's steps (per step shape that builds, SearchSteps' order; [0]: R = 1), in `steps`.
+  std::vector<const search::ReplicatedModel*> models;
+  std::vector<std::unique_ptr<sim::CostModel>> costs;  // the simulators' (per model)
   std::vector<std::unique_ptr<graph::Evaluator>> simulators, measurers;
   // With a cluster: section, the workers that judge the measured placements (and, for a
   // simulated search, the simulated ones): `measured` and `simulated` then judge through it.

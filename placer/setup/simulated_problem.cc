@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "graph/training_step.h"
 #include "placer/setup/tensor_parallel_models.h"
 
 namespace placer::setup {
@@ -22,29 +21,27 @@ SimulatedProblem MakeSimulatedProblem(const graph::ForwardBuilder& build_forward
                                       const std::vector<search::ReplicatedPipeline>& pipelines,
                                       const std::vector<search::TensorParallelShape>& split) {
   SimulatedProblem p;
-  graph::Graph base = build_forward(batch, 0);
-  graph::AppendBackwardAndUpdate(base, learning_rate);
-  base.Validate();
+  p.steps = std::make_unique<StepCache>(
+      StepRecipe{.forward = build_forward, .batch = batch, .learning_rate = learning_rate});
+  const graph::Graph& base = p.steps->base();
   p.grouping = graph::MakeGrouping(base, grouping_options);
   p.features = graph::ComputeGroupFeatures(base, p.grouping);
-  p.models = search::BuildReplicatedModels(std::move(base), p.grouping, build_forward, batch,
-                                           learning_rate, replica_counts, &p.notes);
-  search::AddMicroBatchedModels(p.models, p.grouping, build_forward, batch, learning_rate,
-                                micro_batch_counts, &p.notes);
-  search::AddReplicatedPipelineModels(p.models, p.grouping, build_forward, batch, learning_rate,
-                                      pipelines, &p.notes);
-  AddTensorParallelModels(p.models, p.grouping, build_forward, batch, learning_rate, split,
-                          kMaxTensorParallelOps, &p.notes);
-  std::vector<const search::ReplicatedModel*> models;
+  p.steps->UseGrouping(p.grouping);
+  p.models = SearchSteps(*p.steps,
+                         {.replica_counts = replica_counts,
+                          .micro_batch_counts = micro_batch_counts,
+                          .pipelines = pipelines,
+                          .tensor_parallel = split,
+                          .max_tensor_parallel_ops = kMaxTensorParallelOps},
+                         &p.notes);
   std::vector<graph::Evaluator*> evaluators;
-  for (const auto& m : p.models) {
+  for (const search::ReplicatedModel* m : p.models) {
     p.simulators.push_back(
         std::make_unique<sim::SimulatedEvaluator>(m->graph, devices, cost_model));
-    models.push_back(m.get());
     evaluators.push_back(p.simulators.back().get());
   }
   p.evaluator = std::make_unique<search::CandidateEvaluator>(
-      search::SpaceOf(static_cast<int>(devices.size()), p.models), models, evaluators,
+      search::SpaceOf(static_cast<int>(devices.size()), p.models), p.models, evaluators,
       graph::DeviceNames(devices));
   return p;
 }

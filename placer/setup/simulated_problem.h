@@ -13,6 +13,7 @@
 #include "graph/grouping.h"
 #include "placer/candidate_evaluator.h"
 #include "placer/search.h"
+#include "placer/setup/step_cache.h"
 #include "runtime/sim/cost_model.h"
 #include "runtime/sim/simulated_evaluator.h"
 
@@ -21,8 +22,9 @@ namespace placer::setup {
 struct SimulatedProblem {
   graph::Grouping grouping;
   graph::GroupFeatures features;
-  std::vector<std::unique_ptr<search::ReplicatedModel>>
-      models;  // [0]: one replica, then per R, per M, per R x M, per split
+  std::unique_ptr<StepCache> steps;
+  // In `steps`: [0] one replica, then per R, per M, per R x M, per split (SearchSteps).
+  std::vector<const search::ReplicatedModel*> models;
   std::vector<std::unique_ptr<sim::SimulatedEvaluator>> simulators;
   std::unique_ptr<search::CandidateEvaluator> evaluator;
   std::vector<std::string> notes;  // step shapes left out, and why
@@ -41,7 +43,7 @@ struct SimulatedProblem {
 // `micro_batch_counts` above 1 add one-replica pipelines to the action space (a count the model
 // cannot be built with is left out, with the reason in `notes`); `replicated_pipelines` add
 // R x M replicated pipelines (R among `replica_counts`); `tensor_parallel` the tensor-parallel
-// shapes (setup::AddTensorParallelModels; R among `replica_counts`).
+// shapes (R among `replica_counts`; a split step over kMaxTensorParallelOps is left out).
 SimulatedProblem MakeSimulatedProblem(
     const graph::ForwardBuilder& build_forward, int64_t batch, double learning_rate,
     const graph::GroupingOptions& grouping, graph::DeviceSet devices,

@@ -1,12 +1,9 @@
 #include "placer/setup/tensor_parallel_models.h"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <algorithm>
-#include <map>
 #include <optional>
-#include <set>
 #include <unordered_map>
 
 #include "graph/step_names.h"
@@ -40,9 +37,6 @@ baselines::MegatronStep BuildTensorParallelStep(
                                       std::move(column_starts));
 }
 
-namespace {
-
-// The step of one shape, mapped onto the groups of `base`.
 search::ReplicatedModel TensorParallelModel(const graph::Graph& base,
                                             const graph::Grouping& grouping,
                                             const graph::ForwardBuilder& build_forward,
@@ -93,72 +87,6 @@ search::ReplicatedModel TensorParallelModel(const graph::Graph& base,
   }
   model.num_groups = grouping.num_groups();
   return model;
-}
-
-}  // namespace
-
-void AddTensorParallelModels(std::vector<std::unique_ptr<search::ReplicatedModel>>& models,
-                             const graph::Grouping& grouping,
-                             const graph::ForwardBuilder& build_forward, int64_t batch,
-                             double learning_rate,
-                             const std::vector<search::TensorParallelShape>& shapes,
-                             int64_t max_ops, std::vector<std::string>* notes) {
-  // Megatron's starts at each T, picked once (the pick dominates the build of a large model's
-  // steps). Ways whose pick is refused or finds no pair give no shape at all: one note per
-  // reason, not one per shape (a convolutional network has no pair at any T).
-  std::map<int, std::vector<std::string>> starts_of_ways;
-  std::map<std::string, std::vector<int>> ways_left_out;  // by reason
-  if (!shapes.empty()) {
-    const graph::Graph forward = build_forward(batch, 0);
-    for (const search::TensorParallelShape& shape : shapes) {
-      const int ways = shape.tensor_ways;
-      if (starts_of_ways.contains(ways)) continue;
-      std::vector<std::string>& starts = starts_of_ways[ways];
-      try {
-        starts = graph::MegatronColumnStarts(forward, ways);
-        if (starts.empty())
-          ways_left_out["no linear layer pair of the model splits so"].push_back(ways);
-      } catch (const graph::GraphError& error) {
-        ways_left_out[error.what()].push_back(ways);
-      }
-    }
-    for (const auto& [reason, ways] : ways_left_out) {
-      if (notes != nullptr) {
-        notes->push_back(
-            fmt::format("no tensor-parallel shapes of {} ways: {}", fmt::join(ways, "/"), reason));
-      }
-    }
-  }
-  // A split shape's copies are placed by the options of its replica count, so it needs that
-  // count's model (which a batch the export fixed can keep from being built).
-  std::set<int> replica_counts;
-  for (const auto& m : models) {
-    if (m->micro_batches == 1 && m->tensor_ways == 1) replica_counts.insert(m->replicas);
-  }
-  for (const search::TensorParallelShape& shape : shapes) {
-    if (starts_of_ways.at(shape.tensor_ways).empty()) continue;
-    try {
-      if (!replica_counts.contains(shape.replicas)) {
-        throw graph::GraphError(
-            fmt::format("the step of {} replicas, whose options place its copies, was not built",
-                        shape.replicas));
-      }
-      auto model = std::make_unique<search::ReplicatedModel>(
-          TensorParallelModel(models.front()->graph, grouping, build_forward, batch, learning_rate,
-                              shape, starts_of_ways.at(shape.tensor_ways)));
-      if (model->graph.num_ops() > max_ops) {
-        throw graph::GraphError(
-            fmt::format("its {} ops are over {}", model->graph.num_ops(), max_ops));
-      }
-      models.push_back(std::move(model));
-    } catch (const graph::GraphError& error) {
-      if (notes != nullptr) {
-        notes->push_back(fmt::format(
-            "{} left out: {}", search::DescribeTensorParallel(shape.replicas, shape.tensor_ways),
-            error.what()));
-      }
-    }
-  }
 }
 
 }  // namespace placer::setup

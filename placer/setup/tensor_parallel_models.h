@@ -40,15 +40,15 @@ baselines::MegatronStep BuildTensorParallelStep(
 // The most ops of a split step the search builds: the Megatron-style row's bound.
 inline constexpr int64_t kMaxTensorParallelOps = 250'000;
 
-// Appends to `models` ([0] the model `grouping` was made for) the step of each of `shapes`. A
-// shape that cannot be built (no linear pair of the model splits T ways, a pick of the pairs over
-// graph::kMaxMegatronPickWork, rows that do not split over its replicas, a step of more than
-// `max_ops` ops) is left out with the reason in `notes`.
-void AddTensorParallelModels(std::vector<std::unique_ptr<search::ReplicatedModel>>& models,
-                             const graph::Grouping& grouping,
-                             const graph::ForwardBuilder& build_forward, int64_t batch,
-                             double learning_rate,
-                             const std::vector<search::TensorParallelShape>& shapes,
-                             int64_t max_ops, std::vector<std::string>* notes);
+// The split step of `shape` (BuildTensorParallelStep with `column_starts`, the model's at
+// T = shape.tensor_ways), each forward op mapped to its copy and to the group of `base`'s op it
+// computes or serves. Throws graph::GraphError when the batch does not split evenly over its
+// replicas or an op of it has no group.
+search::ReplicatedModel TensorParallelModel(const graph::Graph& base,
+                                            const graph::Grouping& grouping,
+                                            const graph::ForwardBuilder& build_forward,
+                                            int64_t batch, double learning_rate,
+                                            const search::TensorParallelShape& shape,
+                                            const std::vector<std::string>& column_starts);
 
 }  // namespace placer::setup

@@ -5,6 +5,7 @@
 
 #include "placer/setup/devices.h"
 #include "placer/setup/input_error.h"
+#include "placer/setup/model_factory.h"
 #include "runtime/measured_evaluator.h"
 #include "runtime/sim/simulated_evaluator.h"
 
@@ -13,7 +14,8 @@ namespace placer::setup {
 WorkerEvaluators::WorkerEvaluators(config::Config config)
     : config_(std::move(config)),
       devices_(ResolveDevices(config_)),
-      names_(graph::DeviceNames(devices_)) {}
+      names_(graph::DeviceNames(devices_)),
+      steps_(config_) {}
 
 graph::EvaluationResult WorkerEvaluators::Evaluate(const proto::EvaluationTask& task) {
   if (task.placement.devices != names_) {
@@ -21,7 +23,7 @@ graph::EvaluationResult WorkerEvaluators::Evaluate(const proto::EvaluationTask& 
                                  fmt::join(names_, ", ")));
   }
   const StepShape shape{task.replicas, task.placement.micro_batches};
-  const graph::Graph& graph = Step(shape);
+  const graph::Graph& graph = steps_.Get(shape).graph;
   if (task.placement.device_of_op.size() != static_cast<size_t>(graph.num_ops())) {
     throw InputError(fmt::format(
         "the placement has {} ops, this worker's model with {} replicas and {} micro-batches "
@@ -31,25 +33,18 @@ graph::EvaluationResult WorkerEvaluators::Evaluate(const proto::EvaluationTask& 
   return EvaluatorFor(task.kind, shape).Evaluate(task.placement);
 }
 
-const graph::Graph& WorkerEvaluators::Step(StepShape shape) {
-  auto it = steps_.find(shape);
-  if (it == steps_.end()) {
-    it = steps_.emplace(shape, std::make_unique<graph::Graph>(BuildStep(config_, shape))).first;
-  }
-  return *it->second;
-}
-
 graph::Evaluator& WorkerEvaluators::EvaluatorFor(const std::string& kind, StepShape shape) {
   const auto key = std::make_pair(kind, shape);
   auto it = evaluators_.find(key);
   if (it != evaluators_.end()) return *it->second;
   std::unique_ptr<graph::Evaluator> evaluator;
   if (kind == "measured") {
-    evaluator = std::make_unique<runtime::MeasuredEvaluator>(Step(shape), devices_,
+    evaluator = std::make_unique<runtime::MeasuredEvaluator>(steps_.Get(shape).graph, devices_,
                                                              MeasurementOptionsFor(config_));
   } else if (kind == "simulated") {
     if (!costs_) costs_ = CostModelFor(config_);
-    evaluator = std::make_unique<sim::SimulatedEvaluator>(Step(shape), devices_, *costs_);
+    evaluator =
+        std::make_unique<sim::SimulatedEvaluator>(steps_.Get(shape).graph, devices_, *costs_);
   } else {
     throw InputError(fmt::format("unknown evaluator '{}'", kind));
   }

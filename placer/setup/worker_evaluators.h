@@ -1,7 +1,7 @@
 // What a `placer worker` judges with: the evaluators of a search's config, built on this host as
 // the search builds its own (search_setup.h): the training step at each step shape a task asks
-// for, measured on this host's devices or simulated with the config's cost model, each built when
-// first asked for and kept.
+// for (StepCache's, each built when first asked for and kept), measured on this host's devices or
+// simulated with the config's cost model.
 #pragma once
 
 #include <map>
@@ -14,7 +14,7 @@
 #include "graph/evaluator.h"
 #include "graph/ir.h"
 #include "placer/config/config.h"
-#include "placer/setup/model_factory.h"
+#include "placer/setup/step_cache.h"
 #include "proto/evaluation_wire.h"
 #include "runtime/sim/cost_model.h"
 
@@ -30,13 +30,12 @@ class WorkerEvaluators {
   graph::EvaluationResult Evaluate(const proto::EvaluationTask& task);
 
  private:
-  const graph::Graph& Step(StepShape shape);
   graph::Evaluator& EvaluatorFor(const std::string& kind, StepShape shape);
 
   config::Config config_;
   graph::DeviceSet devices_;
   std::vector<std::string> names_;
-  std::map<StepShape, std::unique_ptr<graph::Graph>> steps_;
+  StepCache steps_;
   std::unique_ptr<sim::CostModel> costs_;
   std::map<std::pair<std::string, StepShape>, std::unique_ptr<graph::Evaluator>> evaluators_;
 };
