@@ -105,23 +105,8 @@ int RunSearchCommand(const Commands& c) {
   const setup::SearchClose closing =
       setup::CloseSearch(*setup, outcome, config.output.directory, std::cout);
   std::cout << '\n' << closing.table;
-  const std::string summary = fmt::format(
-      "# placer search: {}\n\nDevices: {}. Evaluator: {}. Replica counts searched: {}. {} policy "
-      "steps, {} evaluations, {:.1f} s of search (and {:.1f} s of set-up: models, {}baselines).\n"
-      "The first row is the answer: of the rows below, all judged again at the end of the run "
-      "side by side in the same rounds ({} round{} at most, the most for the rows tied with the "
-      "fastest; 'step time' is the geometric mean of a row's rounds, 'rounds' their range), the "
-      "fastest (paired round by round with data parallelism), or the simplest (single device, "
-      "then data parallelism) of the rows whose step time over the fastest's has a 95% interval "
-      "(a bootstrap of the rounds) that contains 1. The ratios to data parallelism and to the "
-      "best single device pair each round with theirs.\n\n{}\nBest "
-      "placement: best_placement.yaml (also .pb, .pbtxt). Log: "
-      "search.csv. Curves: TensorBoard (events.out.tfevents.*).\n",
-      config.model.name(), fmt::join(setup->names, ", "), setup->judge().name(),
-      fmt::join(space.replica_counts(), ", "), outcome.steps, outcome.evaluations,
-      outcome.wall_seconds, setup->setup_seconds, setup->measured ? "profiles, " : "",
-      closing.rounds, closing.rounds == 1 ? "" : "s", closing.table);
-  graph::WriteFileAtomically(config.output.directory / "summary.md", summary);
+  graph::WriteFileAtomically(config.output.directory / "summary.md",
+                             setup::SearchSummary(*setup, outcome, closing));
   if (const std::string cluster = setup::DescribeCluster(*setup); !cluster.empty()) {
     std::cout << '\n' << cluster << '\n';
   }

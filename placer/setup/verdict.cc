@@ -1,6 +1,7 @@
 #include "placer/setup/verdict.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -246,6 +247,27 @@ SearchClose CloseSearch(const SearchSetup& setup, const search::SearchOutcome& o
   }
   return {SummaryTable(rows, verdict, ratios) + '\n' + DescribeAnswer(methods, verdict, ratios),
           verdict.rounds};
+}
+
+std::string SearchSummary(const SearchSetup& setup, const search::SearchOutcome& outcome,
+                          const SearchClose& closing) {
+  return fmt::format(
+      "# placer search: {}\n\nDevices: {}. Evaluator: {}. Replica counts searched: {}. {} policy "
+      "steps, {} evaluations, {:.1f} s of search (and {:.1f} s of set-up: models, {}baselines).\n"
+      "The first row is the answer: of the rows below, all judged again at the end of the run "
+      "side by side in the same rounds ({} round{} at most, the most for the rows tied with the "
+      "fastest; 'step time' is the geometric mean of a row's rounds, 'rounds' their range), the "
+      "fastest (paired round by round with data parallelism), or the simplest (single device, "
+      "then data parallelism) of the rows whose step time over the fastest's has a 95% interval "
+      "(a bootstrap of the rounds) that contains 1. The ratios to data parallelism and to the "
+      "best single device pair each round with theirs.\n\n{}\nBest "
+      "placement: best_placement.yaml (also .pb, .pbtxt). Log: "
+      "search.csv. Curves: TensorBoard (events.out.tfevents.*).\n",
+      setup.config.model.name(), fmt::join(setup.names, ", "), setup.judge().name(),
+      fmt::join(setup.simulated->space().replica_counts(), ", "), outcome.steps,
+      outcome.evaluations, outcome.wall_seconds, setup.setup_seconds,
+      setup.measured ? "profiles, " : "", closing.rounds, closing.rounds == 1 ? "" : "s",
+      closing.table);
 }
 
 }  // namespace placer::setup

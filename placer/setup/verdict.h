@@ -1,6 +1,6 @@
 // The closing side-by-side in words, for `search` and `compare`: every row's step time over data
 // parallelism's and over the best single device's (paired by round, with their intervals), the
-// rows tied with the fastest, and the answer with its tie stated.
+// rows tied with the fastest, the answer with its tie stated, and `search`'s summary.md.
 #pragma once
 
 #include <filesystem>
@@ -72,5 +72,10 @@ struct SearchClose {
 };
 SearchClose CloseSearch(const SearchSetup& setup, const search::SearchOutcome& outcome,
                         const std::filesystem::path& directory, std::ostream& log);
+
+// summary.md of a `placer search` run: what was searched and for how long, how the closing
+// side-by-side chose the answer, its table (`closing`), and the files the run wrote.
+std::string SearchSummary(const SearchSetup& setup, const search::SearchOutcome& outcome,
+                          const SearchClose& closing);
 
 }  // namespace placer::setup
