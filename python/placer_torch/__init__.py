@@ -16,16 +16,23 @@ A pipelined file (`micro_batches: M`) runs the same loop, one micro-batch after 
 their forward and backward passes in the file's schedule (GPipe or 1F1B), replace the forward,
 loss and backward by `loss = model.step(images, labels, torch.nn.functional.cross_entropy)`; a
 file with replicas as well runs each replica's pipeline so, replica after replica.
+
+Under torchrun (torch.distributed initialised, more than one process) apply runs the file across
+the processes: replica r on rank r, or each pipeline stage or tensor-parallel shard of a replica
+on a rank of its own (distributed.py); `model.step(images, labels, loss_fn)` on the whole
+minibatch, the same on every rank, gives the one-process step.
 """
 
 import torch
 
+from . import distributed as distributed_mode
+from .distributed import DistributedPlacedModel
 from .module_map import plan_replica
 from .placed_model import PlacedModel, even_shards, pipeline_order, torch_device
 from .placement_file import PlacementError, PlacementFile, read_placement_file
 
-__all__ = ["apply", "PlacedModel", "PlacementError", "read_placement_file", "even_shards",
-           "pipeline_order"]
+__all__ = ["apply", "PlacedModel", "DistributedPlacedModel", "PlacementError",
+           "read_placement_file", "even_shards", "pipeline_order"]
 
 
 def _torch_devices(placement, device_map):
@@ -119,20 +126,39 @@ def _move_state(model, devices, torch_devices):
                     module._buffers[key] = b.to(target)
 
 
-def apply(model, placement, device_map=None):
-    """Places `model` (a torch.nn.Module) as `placement` says and returns it as a PlacedModel.
+def apply(model, placement, device_map=None, distributed=None):
+    """Places `model` (a torch.nn.Module) as `placement` says and returns it as a PlacedModel,
+    or, across processes, as this process's DistributedPlacedModel.
 
     `placement`: a path to a placer placement file (best_placement.yaml) or a PlacementFile.
     `device_map`: optional {placement device: torch device}, e.g. {"cuda:1": "cuda:0"}; by
     default every CPU worker (cpu:N) is PyTorch's CPU and cuda:N is cuda:N.
+    `distributed`: run the file across the processes of torch.distributed (replica r on rank r,
+    shard s of replica r on rank r * T + s: distributed.py); by default when it is initialised
+    with more than one process. A tensor-parallel file runs only so.
     Raises PlacementError naming the op or module that cannot be placed: an op that maps to no
-    module, a module call whose ops sit on several devices, parameters needed on two devices.
+    module, a module call whose ops sit on several devices, parameters needed on two devices,
+    a split PyTorch's tensor-parallel plans cannot express, processes that do not match.
     Create the optimizer after apply (parameters keep their identity, but their data moves).
     """
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"apply needs a torch.nn.Module, got {type(model).__name__}")
     if not isinstance(placement, PlacementFile):
         placement = read_placement_file(placement)
+    if distributed_mode.in_processes(distributed):
+        return _apply_across_processes(model, placement, device_map)
+    if placement.tensor_ways > 1:
+        split = next((op for op in placement.ops[0] if op.startswith("tp1/")), None)
+        processes = placement.replicas * placement.tensor_ways
+        raise PlacementError(
+            f"{placement.path}: 'tensor_ways: {placement.tensor_ways}'"
+            + (f" (op '{split}' is shard 1 of a split layer)" if split else "") +
+            f": tensor-parallel shards run in processes of their own; start the training with "
+            f"torchrun --nproc_per_node {processes} (one process per shard of each replica)")
+    return _apply_in_process(model, placement, device_map)
+
+
+def _apply_in_process(model, placement, device_map):
     modules = dict(model.named_modules())
     plans = [plan_replica(ops, modules, placement.where(k)) for k, ops in enumerate(placement.ops)]
     torch_devices = _torch_devices(placement, device_map)
@@ -147,3 +173,24 @@ def apply(model, placement, device_map=None):
         module_devices.append(devices)
     _move_state(model, module_devices[0], torch_devices)
     return PlacedModel(model, placement, plans, torch_devices, module_devices)
+
+
+def _apply_across_processes(model, placement, device_map):
+    kind, replica, index = distributed_mode.check_world(placement)
+    if kind == "replica":
+        # Rank r: replica r as the one-process mode runs it, on the devices the file gives it.
+        local = _apply_in_process(model, distributed_mode.replica_share(placement, replica),
+                                  device_map)
+        gpus = [p.device for p in model.parameters() if p.device.type == "cuda"]
+        if gpus:
+            torch.cuda.set_device(gpus[0])  # NCCL's communicator for this rank
+        distributed_mode.broadcast(distributed_mode.state(model))  # rank 0's model, as DDP
+        return DistributedPlacedModel(model, placement, replica, 0, local, None)
+    devices = _torch_devices(placement, device_map)
+    if kind == "stages":
+        # Rank r * S + p: stage p of replica r's pipeline, on the device of its ops.
+        runner, group = distributed_mode.stage_module(model, placement, replica, index, devices)
+        return DistributedPlacedModel(model, placement, replica, 0, runner, group, stage=index)
+    # Rank r * T + s: shard s of replica r, on the device of its ops.
+    layout, group = distributed_mode.split_module(model, placement, replica, index, devices)
+    return DistributedPlacedModel(model, placement, replica, index, None, group, layout)

@@ -12,7 +12,10 @@ The file maps every forward op of the training step placer placed to a device:
 A device is given by name or by its position in `devices`. placer's own files may also hold
 `rules` (name patterns) or `variants`; those need the model's full op list, which only placer
 has, so they are refused here with the reason. A file with both replicas and micro-batches is
-R replicated pipelines, replica r's micro-batch k named "r<r>/m<k>/<op>".
+R replicated pipelines, replica r's micro-batch k named "r<r>/m<k>/<op>". A tensor-parallel file
+(`tensor_ways: T`) splits each replica's Megatron pairs T ways: shard s's ops are named
+"r<r>/tp<s>/<op>", the ops no split reaches "r<r>/<op>", even with one replica
+(tensor_parallel.py reads the split).
 """
 
 import re
@@ -30,6 +33,8 @@ class PlacementError(ValueError):
 _PREFIX = {"replicas": re.compile(r"^r(\d+)/(.*)$", re.DOTALL),
            "micro_batches": re.compile(r"^m(\d+)/(.*)$", re.DOTALL),
            "both": re.compile(r"^r(\d+)/m(\d+)/(.*)$", re.DOTALL)}
+# Shard s's copy of an op of a tensor-parallel file (graph::ShardName), after those prefixes.
+SHARD = re.compile(r"^tp(\d+)/(.*)$", re.DOTALL)
 # graph::ToString(PipelineSchedule).
 SCHEDULES = ("gpipe", "1f1b")
 
@@ -41,11 +46,15 @@ class PlacementFile:
     replicas: int = 1
     micro_batches: int = 1
     schedule: str = "gpipe"
+    tensor_ways: int = 1  # shards per replica (ops "tp<s>/<op>" in each part)
     default: str = None
     # Per part: per replica, per micro-batch of a pipeline, or for replicated pipelines replica
     # r's micro-batch k at part r * M + k (one entry for neither): op name without its "r<r>/",
     # "m<k>/" or "r<r>/m<k>/" prefix -> device.
     ops: list = field(default_factory=list)
+    # One process's share of a file (distributed.py): its replica's parts only, `replicas` 1;
+    # the replica it is, for messages.
+    replica: int = None
 
     def replica_of(self, part):
         return part // self.micro_batches
@@ -55,6 +64,9 @@ class PlacementFile:
 
     def where(self, k):
         """The file, and part k's replica or micro-batch when there are several, for messages."""
+        if self.replica is not None:
+            return (f"{self.path} (replica {self.replica}"
+                    + (f", micro-batch {k})" if self.micro_batches > 1 else ")"))
         if self.micro_batches > 1 and self.replicas > 1:
             return (f"{self.path} (replica {self.replica_of(k)}, "
                     f"micro-batch {self.micro_batch_of(k)})")
@@ -93,14 +105,6 @@ def read_placement_file(path):
                 f"{path}: '{key}' needs the model's whole op list, which placer_torch does not "
                 "have; apply a file that lists every op, such as best_placement.yaml of "
                 "`placer search`")
-    if data.get("tensor_ways", 1) != 1:
-        split = next((name for name in (data.get("placement") or {}) if "tp1/" in str(name)), None)
-        raise PlacementError(
-            f"{path}: 'tensor_ways: {data['tensor_ways']}': placer_torch does not run "
-            "tensor-parallel shards yet" + (f" (op '{split}' is shard 1 of a split layer)"
-                                            if split else "") +
-            "; evaluate the file with `placer evaluate --placement`, or search with "
-            "`search.tensor_ways: [1]` for answers without them")
     # model and step_time_seconds: what `placer search` notes about the placement.
     unknown = sorted(set(data) - {"devices", "replicas", "micro_batches", "schedule", "default",
                                   "placement", "model", "step_time_seconds", "tensor_ways"})
@@ -113,12 +117,13 @@ def read_placement_file(path):
     if len(set(devices)) != len(devices):
         raise PlacementError(f"{path}: 'devices' lists a device twice: {devices}")
     counts = {}
-    for key in ("replicas", "micro_batches"):
+    for key in ("replicas", "micro_batches", "tensor_ways"):
         count = data.get(key, 1)
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise PlacementError(f"{path}: '{key}' must be an integer >= 1, got {count!r}")
         counts[key] = count
     replicas, micro_batches = counts["replicas"], counts["micro_batches"]
+    tensor_ways = counts["tensor_ways"]
     schedule = data.get("schedule", "gpipe")
     if schedule not in SCHEDULES:
         raise PlacementError(
@@ -129,8 +134,9 @@ def read_placement_file(path):
     placement = data.get("placement")
     if not isinstance(placement, dict) or not placement:
         raise PlacementError(f"{path}: 'placement' must map op names to devices")
-    # Replicas or micro-batches (or both): one part each, its ops named with its prefix.
-    if replicas > 1 and micro_batches > 1:
+    # Replicas or micro-batches (or both): one part each, its ops named with its prefix. A split
+    # step names its replicas so even when there is one (r0/tp<s>/<op>: the Megatron step's).
+    if (replicas > 1 or tensor_ways > 1) and micro_batches > 1:
         key, parts = "both", replicas * micro_batches
         parts_name = None
         naming = (f"r<replica>/m<micro-batch>/<op> with a replica below {replicas} and a "
@@ -142,13 +148,14 @@ def read_placement_file(path):
         part, parts_name, letter = (("micro-batch", "micro-batches", "m")
                                     if key == "micro_batches" else ("replica", "replicas", "r"))
         naming = (f"{letter}<{part}>/<op> with a {part} below {parts}, as a file with "
-                  f"'{key}: {parts}' must")
+                  + (f"'tensor_ways: {tensor_ways}' must" if key == "replicas" and tensor_ways > 1
+                     else f"'{key}: {parts}' must"))
     ops = [dict() for _ in range(parts)]
     for name, value in placement.items():
         name = str(name)
         device = _device(value, devices, path, f"placement: {name}")
         k = 0
-        if parts > 1:
+        if parts > 1 or tensor_ways > 1:
             match = _PREFIX[key].match(name)
             if key == "both":
                 if (match is None or int(match.group(1)) >= replicas
@@ -160,6 +167,11 @@ def read_placement_file(path):
                 if match is None or int(match.group(1)) >= parts:
                     raise PlacementError(f"{path}: op '{name}' is not named {naming}")
                 k, name = int(match.group(1)), match.group(2)
+        shard = SHARD.match(name)
+        if shard is not None and int(shard.group(1)) >= tensor_ways:
+            raise PlacementError(
+                f"{path}: op '{name}' is shard {shard.group(1)} of a split op, but the file has "
+                f"'tensor_ways: {tensor_ways}' (shards tp0 to tp{tensor_ways - 1})")
         ops[k][name] = device
     for k in range(1, parts):
         if set(ops[k]) != set(ops[0]):
@@ -169,5 +181,5 @@ def read_placement_file(path):
                     f"{k % micro_batches}")
             raise PlacementError(f"{path}: {pair} do not hold the same ops (op '{missing}')")
     return PlacementFile(path=str(path), devices=devices, replicas=replicas,
-                         micro_batches=micro_batches, schedule=schedule, default=default,
-                         ops=ops)
+                         micro_batches=micro_batches, schedule=schedule,
+                         tensor_ways=tensor_ways, default=default, ops=ops)

@@ -50,6 +50,23 @@ class PlacementFileTest(unittest.TestCase):
         placement = read_placement_file(self.write("devices: [cpu:0]\nplacement: {a: 0}\n"))
         self.assertEqual((placement.micro_batches, placement.schedule), (1, "gpipe"))
 
+    def test_reads_a_tensor_parallel_split_as_placer_search_writes_it(self):
+        # graph::PlacementToYaml: tensor_ways after replicas; replica r's shard s of an op named
+        # "r<r>/tp<s>/<op>", the ops no split reaches "r<r>/<op>" (tensor_parallel.py reads them).
+        path = self.write(
+            "devices: [cpu:0, cpu:1, cpu:2, cpu:3]\nreplicas: 2\ntensor_ways: 2\nplacement:\n"
+            "  r0/tp0//fc/Gemm: 0\n  r0/tp1//fc/Gemm: 1\n  r0/loss: 0\n"
+            "  r1/tp0//fc/Gemm: 2\n  r1/tp1//fc/Gemm: 3\n  r1/loss: 2\n")
+        placement = read_placement_file(path)
+        self.assertEqual((placement.replicas, placement.tensor_ways), (2, 2))
+        self.assertEqual(placement.ops[1], {"tp0//fc/Gemm": "cpu:2", "tp1//fc/Gemm": "cpu:3",
+                                            "loss": "cpu:2"})
+        # One replica is named r0 too (the Megatron step's names).
+        path = self.write("devices: [cpu:0, cpu:1]\ntensor_ways: 2\nplacement:\n"
+                          "  r0/tp0//fc/Gemm: 0\n  r0/tp1//fc/Gemm: 1\n  r0/loss: 0\n")
+        self.assertEqual(read_placement_file(path).ops,
+                         [{"tp0//fc/Gemm": "cpu:0", "tp1//fc/Gemm": "cpu:1", "loss": "cpu:0"}])
+
     def test_bad_files_are_errors_naming_file_and_key(self):
         cases = [
             ("devices: [cpu:0]\nplacement: [", "not valid YAML"),
@@ -87,9 +104,14 @@ class PlacementFileTest(unittest.TestCase):
             ("devices: [cpu:0]\nreplicas: 2\nmicro_batches: 2\n"
              "placement: {r0/m0/a: 0, r0/m1/a: 0, r1/m0/a: 0, r1/m1/b: 0}\n",
              "replica 0's micro-batch 0 and replica 1's micro-batch 1 do not hold the same ops"),
-            ("devices: [cpu:0, cpu:1]\ntensor_ways: 2\nplacement: {tp0/q: 0, tp1/q: 1}\n",
-             "'tensor_ways: 2': placer_torch does not run tensor-parallel shards yet (op 'tp1/q' "
-             "is shard 1 of a split layer)"),
+            ("devices: [cpu:0, cpu:1]\ntensor_ways: 2\nplacement: {r0/tp0/q: 0, r0/tp2/q: 1}\n",
+             "op 'tp2/q' is shard 2 of a split op, but the file has 'tensor_ways: 2' (shards tp0 "
+             "to tp1)"),
+            ("devices: [cpu:0, cpu:1]\ntensor_ways: 2\nplacement: {tp0/q: 0}\n",
+             "op 'tp0/q' is not named r<replica>/<op> with a replica below 1, as a file with "
+             "'tensor_ways: 2' must"),
+            ("devices: [cpu:0]\ntensor_ways: 0\nplacement: {q: 0}\n",
+             "'tensor_ways' must be an integer >= 1, got 0"),
         ]
         for text, expected in cases:
             with self.subTest(text=text):
