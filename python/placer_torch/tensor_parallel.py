@@ -6,7 +6,9 @@ split follows pointwise ops, reshapes and attention's matmuls over heads, and th
 that contracts over the split features runs row-parallel (shard s owns the matching K/T columns:
 RowwiseParallel), its T partial products summed. The file names what each op became:
 
-    tp<s>/<op>                      shard s's copy of a split op (column, follower or row)
+    tp<s>/<op>                      shard s's copy of a split op (column, follower or row),
+                                    or of an op every shard repeats on the whole (a LayerNorm
+                                    after a row-parallel all-reduce)
     tp<s>/<op>/allreduce/<step>     the ring all-reduce of row-parallel <op>'s partial products
     tp<s>/<op>/tp_bias              its bias, added after that sum
     <op>, <op>/tp_sum               the sum of row-parallel <op>'s products onto one device
@@ -14,12 +16,17 @@ RowwiseParallel), its T partial products summed. The file names what each op bec
                                     a split tensor gathered, a whole one cut for split ops
 
 so a split Linear is row-parallel when its products are summed (an all-reduce on its shards, or
-a whole sum beside them), column-parallel otherwise: placer starts a split only at a Linear
-whose input is whole (graph::MegatronColumnStarts). Everything else of the model every shard
-repeats on its own copy, as Megatron's ranks do (placer runs the ops no split reaches once, on
-the device the file gives them). What PyTorch's plans cannot express is refused, naming the op:
-a split op of a module that holds parameters and is no nn.Linear, a gather, scatter or slice
-(a split that is not a column/row pair), a shard whose ops sit on several devices.
+a whole sum beside them), column-parallel otherwise (Megatron's pairs, graph::MegatronColumnStarts;
+a Linear that follows a split on another axis than its features would be taken as one too, the
+names do not tell it apart). In the file's order (placer's topological order) the shards hold
+slices after a column-parallel layer and the whole after a row-parallel sum: a module with
+parameters of its own whose op comes in between must be an nn.Linear; after the sum it is one
+every shard repeats. Everything else of the model every shard repeats on its own copy, as
+Megatron's ranks do (placer runs the ops no split reaches once, on the device the file gives
+them). What PyTorch's plans cannot express is refused, naming the op: a split op of a module
+that holds parameters and is no nn.Linear where a column split starts or the shards hold slices,
+partial products summed outside an nn.Linear, a gather, scatter or slice (a split that is not a
+column/row pair), a shard whose ops sit on several devices.
 """
 
 import re
