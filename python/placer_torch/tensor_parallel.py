@@ -40,6 +40,15 @@ from .placement_file import SHARD, PlacementError
 _ALL_REDUCE = re.compile(r"^(.*)/allreduce/[^/]+$", re.DOTALL)
 _SLICE = re.compile(r"^(.*)/tp_slice\d+$", re.DOTALL)
 _GATHER_OR_SCATTER = re.compile(r"^(.*)/(tp_gather|tp_scatter\d+)$", re.DOTALL)
+# Any other piece the split adds (its ops' last part "tp_..."): one this reading does not know.
+_PIECE = re.compile(r"/tp_[a-z_]*\d*$")
+
+
+def _refuse_piece(op, where):
+    raise PlacementError(
+        f"{where}: op '{op}' is a piece of the split that placer_torch does not know (it is "
+        "not a column/row pair's shard, all-reduce, bias or sum), so it cannot say which of "
+        "PyTorch's ColwiseParallel and RowwiseParallel plans expresses it")
 
 
 @dataclass
@@ -108,6 +117,8 @@ def read_layout(ops, modules, ways, where):
                     "ColwiseParallel and RowwiseParallel do not express")
             if name.endswith("/tp_sum"):
                 summed.add(name[:-len("/tp_sum")])
+            elif _PIECE.search(name):
+                _refuse_piece(name, where)
             else:
                 whole.add(name)
             continue
@@ -124,6 +135,8 @@ def read_layout(ops, modules, ways, where):
                 "every shard holds whole, for a split op: a split that is not a column/row pair "
                 "of Linear layers, which PyTorch's ColwiseParallel and RowwiseParallel do not "
                 "express")
+        elif _PIECE.search(base):
+            _refuse_piece(f"tp{s}/{base}", where)
         split.setdefault(base, {})[s] = device
     # A row-parallel op summed onto one device keeps its name for the sum (graph::Sharder).
     summed |= whole & set(split)
