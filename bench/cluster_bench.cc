@@ -60,7 +60,7 @@ pid_t StartWorker(int port, int world_size, int rank, const fs::path& key_file) 
 
 // Evaluations per second of `tasks` measured placements on `workers` fresh workers.
 double Trial(const placer::config::Config& config, const std::string& text, int workers, int tasks,
-             const std::string& kind) {
+             placer::graph::EvaluatorKind kind) {
   const placer::graph::DeviceSet devices = placer::setup::ResolveDevices(config);
   const placer::graph::Graph graph = placer::setup::BuildSingleModel(config);
   const placer::graph::Placement placement =
@@ -121,6 +121,11 @@ int main(int argc, char** argv) {
       repeats = std::stoi(value);
     } else if (flag == "--kind") {
       kind = value;
+      if (!placer::graph::ParseEvaluatorKind(kind)) {
+        std::cerr << fmt::format("--kind: '{}' is none of {}\n", kind,
+                                 fmt::join(placer::graph::kEvaluatorKindNames, ", "));
+        return 2;
+      }
     } else {
       std::cerr << "unknown flag " << flag << '\n';
       return 2;
@@ -140,7 +145,8 @@ int main(int argc, char** argv) {
     std::vector<int> order = counts;
     if (r % 2 == 1) std::reverse(order.begin(), order.end());
     for (int workers : order) {
-      const double rate = Trial(config, text, workers, tasks, kind);
+      const double rate =
+          Trial(config, text, workers, tasks, *placer::graph::ParseEvaluatorKind(kind));
       rates[workers].push_back(rate);
       std::cout << fmt::format("repeat {} workers {}: {:.2f} evaluations/s (load {:.2f})\n", r + 1,
                                workers, rate, LoadAverage())

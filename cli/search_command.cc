@@ -55,7 +55,7 @@ int RunSearchCommand(const Commands& c) {
       "{}{}\n",
       config.model.name(), setup->grouping.num_groups(), setup->grouping_name,
       fmt::join(setup->names, ", "), fmt::join(space.replica_counts(), "/"),
-      fmt::join(space.micro_batch_counts(), "/"), config::ToString(config.search.evaluator),
+      fmt::join(space.micro_batch_counts(), "/"), graph::ToString(config.search.evaluator),
       setup->measured ? " (learning on the profiled simulator, then measuring side by side)" : "",
       s.use_policy ? s.policy_steps : 0, s.learner.samples_per_step, s.max_evaluations,
       s.max_wall_seconds, config.output.directory.string(), c.resume ? " (resuming)" : "");

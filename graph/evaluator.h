@@ -3,15 +3,60 @@
 // Torch-free; beside the placement, since every layer speaks it.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "graph/placement.h"
 
 namespace placer::graph {
+
+// How placements are judged: search.evaluator in a config, a task's kind on the evaluation wire.
+// Each kind is one row of kEvaluatorKinds, which the config reader, the wire, the worker pool and
+// the set-up read; what builds its Evaluator is setup::MakeEvaluator.
+enum class EvaluatorKind : uint8_t {
+  kMeasured,   // the training step run and timed on the devices
+  kSimulated,  // the simulator's prediction from a cost model
+};
+
+struct EvaluatorKindInfo {
+  EvaluatorKind kind;
+  std::string_view name;  // as configs, the wire and the run's files spell it
+  // Whether a placement always gets the same answer: one round of a side-by-side then says
+  // everything, where measured step times need several.
+  bool deterministic;
+  // Whether judging costs a real run of the step: the search then learns on a simulator
+  // profiled on the devices and spends this kind only on its best candidates and the rows.
+  bool runs_the_step;
+};
+
+inline constexpr std::array<EvaluatorKindInfo, 2> kEvaluatorKinds = {{
+    {.kind = EvaluatorKind::kMeasured,
+     .name = "measured",
+     .deterministic = false,
+     .runs_the_step = true},
+    {.kind = EvaluatorKind::kSimulated,
+     .name = "simulated",
+     .deterministic = true,
+     .runs_the_step = false},
+}};
+
+// The kinds' names in enum order (a config's one-of list).
+inline constexpr std::array<std::string_view, kEvaluatorKinds.size()> kEvaluatorKindNames = [] {
+  std::array<std::string_view, kEvaluatorKinds.size()> names{};
+  for (size_t k = 0; k < kEvaluatorKinds.size(); ++k) names[k] = kEvaluatorKinds[k].name;
+  return names;
+}();
+
+const EvaluatorKindInfo& Describe(EvaluatorKind kind);
+std::string_view ToString(EvaluatorKind kind);
+// The kind named `name`, or nullopt.
+std::optional<EvaluatorKind> ParseEvaluatorKind(std::string_view name);
 
 struct DeviceStats {
   std::string device;

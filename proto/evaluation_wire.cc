@@ -1,6 +1,10 @@
 #include "proto/evaluation_wire.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
+#include <optional>
 
 #include "evaluation.pb.h"
 #include "graph/micro_batches.h"
@@ -30,7 +34,7 @@ std::vector<uint8_t> EncodeTask(const EvaluationTask& task) {
   wire::EvaluationTask m;
   m.set_id(task.id);
   m.set_stop(task.stop);
-  m.set_kind(task.kind);
+  m.set_kind(std::string(graph::ToString(task.kind)));
   m.set_replicas(task.replicas);
   m.mutable_device_of_op()->Add(task.placement.device_of_op.begin(),
                                 task.placement.device_of_op.end());
@@ -43,7 +47,15 @@ std::vector<uint8_t> EncodeTask(const EvaluationTask& task) {
 EvaluationTask DecodeTask(const std::vector<uint8_t>& bytes) {
   wire::EvaluationTask m;
   Parse(m, bytes, "task");
-  EvaluationTask task{m.id(), m.stop(), m.kind(), m.replicas(), {}};
+  EvaluationTask task{.id = m.id(), .stop = m.stop(), .replicas = m.replicas()};
+  if (!task.stop) {
+    const std::optional<graph::EvaluatorKind> kind = graph::ParseEvaluatorKind(m.kind());
+    if (!kind) {
+      throw WireError(fmt::format("an evaluation task's evaluator kind '{}' is none of {}",
+                                  m.kind(), fmt::join(graph::kEvaluatorKindNames, ", ")));
+    }
+    task.kind = *kind;
+  }
   task.placement.device_of_op.assign(m.device_of_op().begin(), m.device_of_op().end());
   task.placement.devices.assign(m.devices().begin(), m.devices().end());
   task.placement.micro_batches = std::max(1, m.micro_batches());

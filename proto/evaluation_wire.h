@@ -15,7 +15,7 @@ namespace placer::proto {
 struct EvaluationTask {
   int64_t id = 0;
   bool stop = false;
-  std::string kind;  // "measured" or "simulated"
+  graph::EvaluatorKind kind = graph::EvaluatorKind::kSimulated;
   int replicas = 1;
   graph::Placement placement;
 };

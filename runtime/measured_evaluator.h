@@ -31,7 +31,9 @@ class MeasuredEvaluator : public graph::Evaluator {
   // Never throws for a bad placement: out of memory, a failing op or the time limit make the
   // result invalid with the reason.
   graph::EvaluationResult Evaluate(const graph::Placement& placement) override;
-  std::string name() const override { return "measured"; }
+  std::string name() const override {
+    return std::string(graph::ToString(graph::EvaluatorKind::kMeasured));
+  }
 
  private:
   struct State;

@@ -141,7 +141,7 @@ struct Fixture {
   // Every op on one device, every other forward op on the other device, the replicas of the
   // replicated model one per device, and the alternating stages as a 1F1B pipeline of 4
   // micro-batches (the task carries M and the schedule; the worker builds the micro-batched step).
-  std::vector<cluster::PoolTask> Tasks(const std::string& kind) const {
+  std::vector<cluster::PoolTask> Tasks(graph::EvaluatorKind kind) const {
     std::vector<cluster::PoolTask> tasks;
     tasks.push_back({kind, 1, graph::Placement::AllOn(single, names, 0)});
     tasks.push_back({kind, 1, graph::Placement::AllOn(single, names, 1)});
@@ -170,7 +170,7 @@ struct Fixture {
       const graph::Graph& graph = task.placement.micro_batches > 1 ? pipelined.graph
                                   : task.replicas == 1             ? single
                                                                    : replicated;
-      if (task.kind == "simulated") {
+      if (task.kind == graph::EvaluatorKind::kSimulated) {
         results.push_back(sim::SimulatedEvaluator(graph, devices, *costs).Evaluate(task.placement));
       } else {
         results.push_back(
@@ -190,7 +190,7 @@ TEST(ClusterTest, PoolVerdictsEqualLocalOnes) {
     workers.Add(StartWorker(pool->port(), 3, rank, WorkerLog(f.dir.path(), rank), f.key_file));
   }
   // Simulated: the same numbers to the last bit.
-  const std::vector<cluster::PoolTask> simulated = f.Tasks("simulated");
+  const std::vector<cluster::PoolTask> simulated = f.Tasks(graph::EvaluatorKind::kSimulated);
   const std::vector<graph::EvaluationResult> local = f.Local(simulated);
   const std::vector<graph::EvaluationResult> pooled = pool->Evaluate(simulated);
   ASSERT_EQ(pooled.size(), local.size());
@@ -207,7 +207,7 @@ TEST(ClusterTest, PoolVerdictsEqualLocalOnes) {
   }
   // Measured: times differ run to run, the training itself does not: the same loss after the
   // same steps, the same memory, the same transfers.
-  const std::vector<cluster::PoolTask> measured = f.Tasks("measured");
+  const std::vector<cluster::PoolTask> measured = f.Tasks(graph::EvaluatorKind::kMeasured);
   const std::vector<graph::EvaluationResult> local_measured = f.Local(measured);
   const std::vector<graph::EvaluationResult> pooled_measured = pool->Evaluate(measured);
   for (size_t i = 0; i < local_measured.size(); ++i) {
@@ -222,7 +222,7 @@ TEST(ClusterTest, PoolVerdictsEqualLocalOnes) {
     }
   }
   // A placement for another model is invalid with the reason, not a crash of the worker.
-  cluster::PoolTask wrong = f.Tasks("simulated").front();
+  cluster::PoolTask wrong = f.Tasks(graph::EvaluatorKind::kSimulated).front();
   wrong.placement.device_of_op.pop_back();
   const graph::EvaluationResult refused = pool->Evaluate({wrong}).front();
   EXPECT_FALSE(refused.valid);
@@ -251,8 +251,8 @@ TEST(ClusterTest, AWorkerKilledWhileEvaluatingLosesNothing) {
         StartWorker(pool->port(), 3, rank, WorkerLog(f.dir.path(), rank), f.key_file);
     workers.Add(pid_of_rank[rank]);
   }
-  std::vector<cluster::PoolTask> tasks = f.Tasks("measured");
-  const std::vector<cluster::PoolTask> more = f.Tasks("measured");
+  std::vector<cluster::PoolTask> tasks = f.Tasks(graph::EvaluatorKind::kMeasured);
+  const std::vector<cluster::PoolTask> more = f.Tasks(graph::EvaluatorKind::kMeasured);
   tasks.insert(tasks.end(), more.begin(), more.end());
   const std::vector<graph::EvaluationResult> pooled = pool->Evaluate(tasks);
   ASSERT_TRUE(killed);
@@ -283,7 +283,7 @@ TEST(ClusterTest, EveryWorkerGoneIsAnErrorNotInvalidPlacements) {
   Workers workers;
   workers.Add(worker);
   try {
-    pool.Evaluate(f.Tasks("measured"));
+    pool.Evaluate(f.Tasks(graph::EvaluatorKind::kMeasured));
     FAIL() << "a pool without workers judged a batch";
   } catch (const graph::EvaluatorUnavailable& error) {
     EXPECT_THAT(error.what(), HasSubstr("every worker is gone"));
@@ -393,7 +393,8 @@ TEST(ClusterTest, AWorkerWithAnotherKeyIsRefusedAndNamed) {
   EXPECT_THAT(pool.refused().front(), HasSubstr("rank 1 (host " + HostName() + ")"));
   EXPECT_THAT(pool.refused().front(), HasSubstr("not sealed under this search's key"));
   EXPECT_EQ(pool.dropped_messages().ToString(), "1 (1 bad MAC)");
-  const graph::EvaluationResult judged = pool.Evaluate({f.Tasks("simulated").front()}).front();
+  const graph::EvaluationResult judged =
+      pool.Evaluate({f.Tasks(graph::EvaluatorKind::kSimulated).front()}).front();
   EXPECT_TRUE(judged.valid) << judged.invalid_reason;
 }
 
@@ -430,6 +431,33 @@ TEST(ClusterTest, ThePoolsStoreListensOnItsAddressOnly) {
 // A worker judges what the search sealed for it once: a task pushed again (a replay), one sealed
 // for another worker's inbox and one sealed by another rank than the search are dropped and
 // counted, and its one verdict is sealed by it. The search here is the test itself, on the store.
+TEST(ClusterTest, ATaskCarriesItsEvaluatorKindAndTheWireRefusesAnUnknownOne) {
+  proto::EvaluationTask task{.id = 3, .kind = graph::EvaluatorKind::kMeasured, .replicas = 2};
+  task.placement.devices = {"cpu:0", "cpu:1"};
+  task.placement.device_of_op = {0, 1, -1};
+  for (const graph::EvaluatorKindInfo& info : graph::kEvaluatorKinds) {
+    task.kind = info.kind;
+    EXPECT_EQ(proto::DecodeTask(proto::EncodeTask(task)).kind, info.kind) << info.name;
+  }
+  // A peer of another version naming a kind this one lacks: its name is on the wire as a string
+  // field, here altered in place to one of the same length.
+  task.kind = graph::EvaluatorKind::kSimulated;
+  std::vector<uint8_t> bytes = proto::EncodeTask(task);
+  const std::string name = "simulated";
+  auto at = std::search(bytes.begin(), bytes.end(), name.begin(), name.end());
+  ASSERT_NE(at, bytes.end());
+  at[name.size() - 1] = 'x';
+  try {
+    proto::DecodeTask(bytes);
+    FAIL() << "a task of an unknown evaluator kind decoded";
+  } catch (const proto::WireError& error) {
+    EXPECT_THAT(error.what(), HasSubstr("'simulatex' is none of measured, simulated"));
+  }
+  // A stop message carries no kind to judge with.
+  task.stop = true;
+  EXPECT_TRUE(proto::DecodeTask(proto::EncodeTask(task)).stop);
+}
+
 TEST(ClusterTest, AWorkerJudgesATaskOnceAndDropsReplaysAndTasksNotSealedForIt) {
   Fixture f;
   auto store = cluster::HostStore("127.0.0.1", 0, std::chrono::seconds(60));
@@ -446,7 +474,7 @@ TEST(ClusterTest, AWorkerJudgesATaskOnceAndDropsReplaysAndTasksNotSealedForIt) {
   Workers workers;
   workers.Add(StartWorker(store->getPort(), 2, 1, log, f.key_file));
   store->wait({keys::Joined(1)});
-  const cluster::PoolTask task = f.Tasks("simulated").front();
+  const cluster::PoolTask task = f.Tasks(graph::EvaluatorKind::kSimulated).front();
   auto sealed = [&](int64_t id, const std::string& inbox, int sender, bool stop = false) {
     const proto::EvaluationTask t{id, stop, task.kind, task.replicas, task.placement};
     return sealer.Seal(inbox, sender, proto::EncodeTask(t));

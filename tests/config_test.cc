@@ -69,7 +69,7 @@ TEST(ConfigTest, DefaultLeNetConfigLoads) {
   EXPECT_LT(config.devices.devices[0].line, config.devices.devices[1].line);
   EXPECT_EQ(config.measurement.warmup_steps, 5);
   EXPECT_EQ(config.measurement.timed_steps, 5);
-  EXPECT_EQ(config.search.evaluator, config::EvaluatorKind::kMeasured);
+  EXPECT_EQ(config.search.evaluator, graph::EvaluatorKind::kMeasured);
   EXPECT_EQ(config.search.replicas, (std::vector<int>{1, 2}));
   EXPECT_EQ(config.search.options.learner.samples_per_step, 64);
   EXPECT_DOUBLE_EQ(config.search.options.max_wall_seconds, 60.0);

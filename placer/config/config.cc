@@ -234,10 +234,6 @@ void ResolveOnnxBatch(Config& config, const std::string& text) {
 
 }  // namespace
 
-std::string_view ToString(EvaluatorKind kind) {
-  return kEvaluatorKindNames.at(static_cast<size_t>(kind));
-}
-
 ConfigError::ConfigError(std::string file, int line, int column, std::string key_path,
                          std::string message)
     : std::runtime_error(FormatError(file, line, column, key_path, message)),

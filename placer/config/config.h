@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "graph/builtin_models.h"
+#include "graph/evaluator.h"
 #include "graph/grouping.h"
 #include "placer/config/config_visitor.h"
 #include "placer/search_options.h"
@@ -22,21 +23,13 @@ namespace placer::config {
 
 // The closed sets of values a config names, checked when the file is read (each has one table of
 // names in config.cc, which ToString and the reader share).
-// search.evaluator: how placements are judged.
-enum class EvaluatorKind {
-  kMeasured,   // "measured": learn on a simulator profiled on these devices, then measure
-  kSimulated,  // "simulated": the simulator throughout
-};
 // simulation.gpu_link: the link between GPUs in the roofline model.
 enum class GpuLink {
   kPcie,    // "pcie": PCIe 4.0 x16
   kNvlink,  // "nvlink": NVLink 4
 };
-// In enum order (the config's search.evaluator values).
-inline constexpr std::array<std::string_view, 2> kEvaluatorKindNames = {"measured", "simulated"};
 // In enum order (the config's simulation.gpu_link values).
 inline constexpr std::array<std::string_view, 2> kGpuLinkNames = {"pcie", "nvlink"};
-std::string_view ToString(EvaluatorKind kind);
 std::string_view ToString(GpuLink link);
 
 // Raised for any problem in a config file. what() reads "FILE:LINE:COLUMN: KEY.PATH: message", so a
@@ -135,7 +128,7 @@ struct SearchConfig {
   search::SearchOptions options;
   // search.evaluator: "measured" (learn on a simulator profiled on these devices, then measure the
   // best candidates and the baselines side by side) or "simulated" (the simulator throughout).
-  EvaluatorKind evaluator = EvaluatorKind::kMeasured;
+  graph::EvaluatorKind evaluator = graph::EvaluatorKind::kMeasured;
   // search.replicas: the replica counts searched (data parallelism and hybrids); empty: 1, 2, 4,
   // ... up to the number of devices, and that number.
   std::vector<int> replicas;

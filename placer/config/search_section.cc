@@ -24,7 +24,7 @@ constexpr int kMostVerifyRounds = 1000;
 }  // namespace
 
 void SearchConfig::Fields(search::OptionVisitor& v) {
-  v.OneOf("evaluator", evaluator, kEvaluatorKindNames,
+  v.OneOf("evaluator", evaluator, graph::kEvaluatorKindNames,
           "how the answer is judged: by running the training step (the search itself learns on "
           "a profiled simulator), or by the simulator's cost model throughout");
   options.Fields(v);

@@ -20,8 +20,8 @@ graph::DeviceSet ResolveDevices(const config::Config& config, bool only_simulate
                         .memory_bytes = entry.memory_bytes,
                         .absent_gpu_memory_bytes = kind.memory_bytes});
   }
-  const bool simulated =
-      only_simulated || config.search.evaluator == config::EvaluatorKind::kSimulated;
+  // Only a kind that runs the step needs the devices to be here.
+  const bool simulated = only_simulated || !graph::Describe(config.search.evaluator).runs_the_step;
   try {
     return runtime::ResolveDevices(requests, simulated);
   } catch (const runtime::DeviceUnavailable& error) {

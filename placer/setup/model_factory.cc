@@ -10,6 +10,7 @@
 
 #include "graph/onnx_loader.h"
 #include "placer/setup/input_error.h"
+#include "runtime/sim/simulated_evaluator.h"
 
 namespace placer::setup {
 
@@ -70,6 +71,19 @@ runtime::MeasurementOptions MeasurementOptionsFor(const config::Config& config) 
           .timed_steps = config.measurement.timed_steps,
           .time_limit_seconds = config.measurement.time_limit_seconds,
           .seed = config.model.init_seed};
+}
+
+std::unique_ptr<graph::Evaluator> MakeEvaluator(
+    graph::EvaluatorKind kind, const graph::Graph& step, const graph::DeviceSet& devices,
+    const config::Config& config, const std::function<const sim::CostModel&()>& costs) {
+  switch (kind) {
+    case graph::EvaluatorKind::kMeasured:
+      return std::make_unique<runtime::MeasuredEvaluator>(step, devices,
+                                                          MeasurementOptionsFor(config));
+    case graph::EvaluatorKind::kSimulated:
+      return std::make_unique<sim::SimulatedEvaluator>(step, devices, costs());
+  }
+  throw std::logic_error(fmt::format("no evaluator for kind {}", static_cast<int>(kind)));
 }
 
 graph::ForwardBuilder ForwardBuilderFor(const config::Config& config) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "graph/data_parallel.h"
+#include "graph/evaluator.h"
 #include "graph/ir.h"
 #include "placer/config/config.h"
 #include "runtime/measured_evaluator.h"
@@ -38,6 +40,14 @@ std::filesystem::path ExpertFile(const config::Config& config);
 
 // How the measured evaluator runs, from the measurement section.
 runtime::MeasurementOptions MeasurementOptionsFor(const config::Config& config);
+
+// The Evaluator of `kind` (a row of graph::kEvaluatorKinds) for the training step `step` on
+// `devices`: the one place that maps a kind to the code that judges, for the search's judge and
+// `placer worker`'s. `costs` is called only by a kind that simulates; the evaluator refers to
+// what it returns for as long as it lives.
+std::unique_ptr<graph::Evaluator> MakeEvaluator(
+    graph::EvaluatorKind kind, const graph::Graph& step, const graph::DeviceSet& devices,
+    const config::Config& config, const std::function<const sim::CostModel&()>& costs);
 
 // The configured model's forward ops and loss for any batch (data-parallel shards, evaluation).
 graph::ForwardBuilder ForwardBuilderFor(const config::Config& config);

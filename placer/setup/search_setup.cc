@@ -26,7 +26,6 @@
 #include "placer/verifier.h"
 #include "proto/message_auth.h"
 #include "runtime/cluster/worker_pool.h"
-#include "runtime/measured_evaluator.h"
 #include "runtime/profiler.h"
 #include "runtime/sim/simulated_evaluator.h"
 
@@ -130,7 +129,7 @@ std::vector<search::ReplicatedPipeline> ReplicatedPipelinesFor(
 std::vector<search::TensorParallelShape> TensorParallelShapesFor(
     const config::Config& config, const std::vector<int>& replica_counts, int devices) {
   const bool simulated_here =
-      config.search.evaluator == config::EvaluatorKind::kSimulated && config.cluster.workers == 0;
+      !graph::Describe(config.search.evaluator).runs_the_step && config.cluster.workers == 0;
   if (!config.search.tensor_ways) {
     if (!simulated_here) return {};
     return DefaultTensorParallelShapes(devices, config.simulation.gpus_per_host, replica_counts);
@@ -371,7 +370,9 @@ std::unique_ptr<SearchSetup> BuildSearchSetup(const config::Config& config, std:
   CheckPolicyFile(config);
   s->devices = setup::ResolveDevices(config);
   s->names = graph::DeviceNames(s->devices);
-  const bool measured = config.search.evaluator == config::EvaluatorKind::kMeasured;
+  // A kind that runs the step is spent on the best candidates and the rows; the search learns on
+  // a simulator profiled on these devices.
+  const bool measured = graph::Describe(config.search.evaluator).runs_the_step;
   if (config.cluster.workers > 0) s->pool = StartPool(config, log);
   // Measured, a CPU worker beyond this machine's cores would share a core with another and time
   // a machine that is not there (absent GPUs are refused by ResolveDevices).
@@ -461,17 +462,24 @@ std::unique_ptr<SearchSetup> BuildSearchSetup(const config::Config& config, std:
     if (s->pool) {
       // The workers judge what the config's evaluator judges; a measured search's learning
       // simulator (profiled here) stays here.
-      s->pooled.push_back(std::make_unique<cluster::PoolEvaluator>(
-          s->pool, measured ? "measured" : "simulated", m.replicas));
+      s->pooled.push_back(
+          std::make_unique<cluster::PoolEvaluator>(s->pool, config.search.evaluator, m.replicas));
       if (measured) {
         measurers.push_back(s->pooled.back().get());
       } else {
         simulators.back() = s->pooled.back().get();
       }
-    } else if (measured) {
-      s->measurers.push_back(std::make_unique<runtime::MeasuredEvaluator>(
-          m.graph, s->devices, MeasurementOptionsFor(config)));
-      measurers.push_back(s->measurers.back().get());
+    } else if (measured || config.search.evaluator != graph::EvaluatorKind::kSimulated) {
+      // The configured kind's own evaluator: a measured one beside the learning simulator, or
+      // another kind that judges throughout in the simulator's place.
+      s->judges.push_back(
+          MakeEvaluator(config.search.evaluator, m.graph, s->devices, config,
+                        [&]() -> const sim::CostModel& { return *s->costs[measured ? i : 0]; }));
+      if (measured) {
+        measurers.push_back(s->judges.back().get());
+      } else {
+        simulators.back() = s->judges.back().get();
+      }
     }
   }
   s->simulated = std::make_unique<search::CandidateEvaluator>(space, models, simulators, s->names);

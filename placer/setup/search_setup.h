@@ -54,7 +54,9 @@ struct SearchSetup {
   // The search's steps (per step shape that builds, SearchSteps' order; [0]: R = 1), in `steps`.
   std::vector<const search::ReplicatedModel*> models;
   std::vector<std::unique_ptr<sim::CostModel>> costs;  // the simulators' (per model)
-  std::vector<std::unique_ptr<graph::Evaluator>> simulators, measurers;
+  // The simulators the search learns on (per model), and the configured kind's evaluators where
+  // they are not those simulators (setup::MakeEvaluator's: the measured ones).
+  std::vector<std::unique_ptr<graph::Evaluator>> simulators, judges;
   // With a cluster: section, the workers that judge the measured placements (and, for a
   // simulated search, the simulated ones): `measured` and `simulated` then judge through it.
   std::shared_ptr<cluster::WorkerPool> pool;

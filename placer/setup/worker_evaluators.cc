@@ -6,8 +6,6 @@
 #include "placer/setup/devices.h"
 #include "placer/setup/input_error.h"
 #include "placer/setup/model_factory.h"
-#include "runtime/measured_evaluator.h"
-#include "runtime/sim/simulated_evaluator.h"
 
 namespace placer::setup {
 
@@ -33,22 +31,17 @@ graph::EvaluationResult WorkerEvaluators::Evaluate(const proto::EvaluationTask& 
   return EvaluatorFor(task.kind, shape).Evaluate(task.placement);
 }
 
-graph::Evaluator& WorkerEvaluators::EvaluatorFor(const std::string& kind, StepShape shape) {
+graph::Evaluator& WorkerEvaluators::EvaluatorFor(graph::EvaluatorKind kind, StepShape shape) {
   const auto key = std::make_pair(kind, shape);
   auto it = evaluators_.find(key);
   if (it != evaluators_.end()) return *it->second;
-  std::unique_ptr<graph::Evaluator> evaluator;
-  if (kind == "measured") {
-    evaluator = std::make_unique<runtime::MeasuredEvaluator>(steps_.Get(shape).graph, devices_,
-                                                             MeasurementOptionsFor(config_));
-  } else if (kind == "simulated") {
+  auto costs = [this]() -> const sim::CostModel& {
     if (!costs_) costs_ = CostModelFor(config_);
-    evaluator =
-        std::make_unique<sim::SimulatedEvaluator>(steps_.Get(shape).graph, devices_, *costs_);
-  } else {
-    throw InputError(fmt::format("unknown evaluator '{}'", kind));
-  }
-  return *evaluators_.emplace(key, std::move(evaluator)).first->second;
+    return *costs_;
+  };
+  return *evaluators_
+              .emplace(key, MakeEvaluator(kind, steps_.Get(shape).graph, devices_, config_, costs))
+              .first->second;
 }
 
 }  // namespace placer::setup

@@ -25,19 +25,20 @@ class WorkerEvaluators {
   // Throws config::ConfigError for devices this host lacks.
   explicit WorkerEvaluators(config::Config config);
 
-  // Judges `task`'s placement with its evaluator kind ("measured" or "simulated"). Throws
-  // InputError for a placement of other devices or another model, or an unknown kind.
+  // Judges `task`'s placement with its evaluator kind. Throws InputError for a placement of other
+  // devices or another model.
   graph::EvaluationResult Evaluate(const proto::EvaluationTask& task);
 
  private:
-  graph::Evaluator& EvaluatorFor(const std::string& kind, StepShape shape);
+  graph::Evaluator& EvaluatorFor(graph::EvaluatorKind kind, StepShape shape);
 
   config::Config config_;
   graph::DeviceSet devices_;
   std::vector<std::string> names_;
   StepCache steps_;
   std::unique_ptr<sim::CostModel> costs_;
-  std::map<std::pair<std::string, StepShape>, std::unique_ptr<graph::Evaluator>> evaluators_;
+  std::map<std::pair<graph::EvaluatorKind, StepShape>, std::unique_ptr<graph::Evaluator>>
+      evaluators_;
 };
 
 }  // namespace placer::setup

@@ -355,8 +355,9 @@ std::vector<std::string> WorkerPool::dropped() const { return impl_->dropped; }
 std::vector<std::string> WorkerPool::refused() const { return impl_->refused; }
 proto::DroppedMessages WorkerPool::dropped_messages() const { return impl_->drops; }
 
-PoolEvaluator::PoolEvaluator(std::shared_ptr<WorkerPool> pool, std::string kind, int replicas)
-    : pool_(std::move(pool)), kind_(std::move(kind)), replicas_(replicas) {}
+PoolEvaluator::PoolEvaluator(std::shared_ptr<WorkerPool> pool, graph::EvaluatorKind kind,
+                             int replicas)
+    : pool_(std::move(pool)), kind_(kind), replicas_(replicas) {}
 
 graph::EvaluationResult PoolEvaluator::Evaluate(const graph::Placement& placement) {
   return EvaluateBatch(std::span(&placement, 1)).front();

@@ -35,8 +35,8 @@ struct PoolOptions {
 };
 
 struct PoolTask {
-  std::string kind;  // "measured" or "simulated": which of the worker's evaluators judges it
-  int replicas = 1;  // the model's replica count
+  graph::EvaluatorKind kind = graph::EvaluatorKind::kSimulated;  // which worker evaluator judges it
+  int replicas = 1;                                              // the model's replica count
   graph::Placement placement;
 };
 
@@ -75,17 +75,17 @@ class WorkerPool {
 // `replicas` replicas. Its name is its kind, as the local evaluator's would be.
 class PoolEvaluator : public graph::Evaluator {
  public:
-  PoolEvaluator(std::shared_ptr<WorkerPool> pool, std::string kind, int replicas);
+  PoolEvaluator(std::shared_ptr<WorkerPool> pool, graph::EvaluatorKind kind, int replicas);
   graph::EvaluationResult Evaluate(const graph::Placement& placement) override;
   std::vector<graph::EvaluationResult> EvaluateBatch(
       std::span<const graph::Placement> placements) override;
-  std::string name() const override { return kind_; }
-  // The workers' simulators answer as one here would.
-  bool deterministic() const override { return kind_ == "simulated"; }
+  std::string name() const override { return std::string(graph::ToString(kind_)); }
+  // The workers' evaluators answer as one of their kind here would.
+  bool deterministic() const override { return graph::Describe(kind_).deterministic; }
 
  private:
   std::shared_ptr<WorkerPool> pool_;
-  std::string kind_;
+  graph::EvaluatorKind kind_;
   int replicas_;
 };
 

@@ -33,8 +33,12 @@ class SimulatedEvaluator : public graph::Evaluator {
   // Simulations of a batch run on `threads` threads at once (the simulator is read-only).
   std::vector<graph::EvaluationResult> EvaluateBatch(
       std::span<const graph::Placement> placements) override;
-  std::string name() const override { return "simulated"; }
-  bool deterministic() const override { return true; }
+  std::string name() const override {
+    return std::string(graph::ToString(graph::EvaluatorKind::kSimulated));
+  }
+  bool deterministic() const override {
+    return graph::Describe(graph::EvaluatorKind::kSimulated).deterministic;
+  }
 
   // No placement on these devices can take less (see LowerBoundResult).
   const LowerBoundResult& lower_bound() const { return lower_bound_; }
