@@ -39,7 +39,8 @@ bool IsReplicable(const Op& op) {
 bool SplitRules::CanCut(const ShardPlan& plan) const {
   for (size_t i = 0; i < plan.input_axis.size(); ++i) {
     const int axis = plan.input_axis[i];
-    if (axis != kWhole && Extent(plan.shard_op.inputs[i], axis) % ways_ != 0) return false;
+    if (axis != kWhole && Extent(plan.shard_op.inputs[i], axis) % (ways_ * plan.input_parts) != 0)
+      return false;
   }
   return true;
 }
@@ -62,18 +63,103 @@ ShardPlan SplitRules::ColumnStart(const Op& op) const {
         "tensor parallelism: op '{}' has {} output features, which {} shards do not divide",
         op.name, features, ways_));
   }
+  ShardPlan plan;
   if (op.type == op_types::kLinear) {  // weight [O, K], bias [O]: rows
     std::vector<int> axes{kWhole, 0};
     if (op.inputs.size() > 2) axes.push_back(0);
-    return PlanFor(op, axes, out_axis);
+    plan = PlanFor(op, axes, out_axis);
+  } else {
+    plan = PlanFor(op, {kWhole, 1}, out_axis);  // MatMul by [K, N]: columns
   }
-  return PlanFor(op, {kWhole, 1}, out_axis);  // MatMul by [K, N]: columns
+  plan.input_parts = plan.output_parts = FusedParts(op);
+  return plan;
+}
+
+int SplitRules::FusedParts(const Op& start) const {
+  TensorId t = start.outputs[0];
+  const int64_t features = model_.tensor(t).shape.back();
+  // Through the ops that keep the features whole and last (a bias added, a reshape of the other
+  // axes) to a Split of them into equal blocks that the shards divide.
+  for (int hop = 0; hop < 4; ++hop) {
+    const Tensor& tensor = model_.tensor(t);
+    if (tensor.consumers.size() != 1) return 1;
+    const Op& next = model_.op(tensor.consumers.front());
+    if (next.type == op_types::kSplit) {
+      const size_t rank = tensor.shape.size();
+      if (NormalAxis(next.attrs.GetInt("axis"), rank) != static_cast<int>(rank) - 1) return 1;
+      const std::vector<int64_t>& sizes = next.attrs.GetInts("sizes");
+      const bool blocks =
+          sizes.size() > 1 && sizes.front() % ways_ == 0 &&
+          std::all_of(sizes.begin(), sizes.end(), [&](int64_t s) { return s == sizes.front(); });
+      return blocks ? static_cast<int>(sizes.size()) : 1;
+    }
+    if (next.outputs.size() != 1 || !(IsElementwise(next.type) || next.type == op_types::kReshape))
+      return 1;
+    const Shape& out = model_.tensor(next.outputs[0]).shape;
+    if (out.empty() || out.back() != features) return 1;
+    t = next.outputs[0];
+  }
+  return 1;
+}
+
+int SplitRules::InputParts(const Op& op) const {
+  int parts = 0;
+  for (TensorId in : op.inputs) {
+    if (SplitOf(in) == kWhole) continue;
+    if (parts != 0 && PartsOf(in) != parts) return 0;
+    parts = PartsOf(in);
+  }
+  return parts == 0 ? 1 : parts;
 }
 
 // How an op whose inputs are split can follow the split, or nullopt when it cannot.
 std::optional<ShardPlan> SplitRules::Follow(const Op& op) const {
   namespace t = op_types;
+  const int parts = InputParts(op);
+  if (parts == 0) return std::nullopt;
+  if (op.type == t::kSplit) return Split(op, parts);
   if (op.outputs.size() != 1) return std::nullopt;
+  std::optional<ShardPlan> plan = FollowOneOutput(op);
+  if (plan && parts > 1) {
+    // Blocks pass only through ops that never mix entries along the split axis.
+    const bool keeps_blocks =
+        !plan->partial && plan->output_axis != kReplicated &&
+        (IsElementwise(op.type) || op.type == t::kSoftmax || op.type == t::kLogSoftmax ||
+         op.type == t::kHardmax || op.type == t::kSlice || op.type == t::kLayerNorm ||
+         op.type == t::kTranspose || op.type == t::kReshape);
+    if (!keeps_blocks) return std::nullopt;
+    if (op.type == t::kReshape &&
+        model_.tensor(op.outputs[0]).shape[static_cast<size_t>(plan->output_axis)] !=
+            Extent(op.inputs[0], SplitOf(op.inputs[0]))) {
+      return std::nullopt;  // the blocks would be merged with or cut by other axes
+    }
+    plan->input_parts = plan->output_parts = parts;
+  }
+  return plan;
+}
+
+std::optional<ShardPlan> SplitRules::Split(const Op& op, int parts) const {
+  const int s = SplitOf(op.inputs[0]);
+  if (s == kWhole) return std::nullopt;
+  // Only a fused projection's Split into its blocks, along the split: each shard's Split gives its
+  // piece of each block.
+  const int axis = NormalAxis(op.attrs.GetInt("axis"), Rank(model_, op.inputs[0]));
+  if (axis != s) return std::nullopt;
+  ShardPlan plan = PlanFor(op, {s}, s);
+  plan.input_parts = parts;
+  std::vector<int64_t> sizes = op.attrs.GetInts("sizes");
+  if (static_cast<int>(sizes.size()) != parts ||
+      !std::all_of(sizes.begin(), sizes.end(), [&](int64_t size) { return size == sizes[0]; }) ||
+      sizes[0] % ways_ != 0) {
+    return std::nullopt;
+  }
+  for (int64_t& size : sizes) size /= ways_;
+  plan.shard_op.attrs.Set("sizes", sizes);
+  return plan;
+}
+
+std::optional<ShardPlan> SplitRules::FollowOneOutput(const Op& op) const {
+  namespace t = op_types;
   const size_t out_rank = Rank(model_, op.outputs[0]);
   if (IsElementwise(op.type)) return Elementwise(op, out_rank);
   const int s = SplitOf(op.inputs[0]);

@@ -18,12 +18,20 @@ inline constexpr int kReplicated =
 // tensors), each input's axis of split (its pieces) or kWhole, and the output's axis of split, or
 // kReplicated. A partial op's shards each compute a part of a sum (a contraction over a split
 // axis).
+//
+// Blocks: a fused projection (GPT-2's query, key and value in one linear layer, then a Split of
+// its features into the three) is cut as Megatron lays it out on its ranks: along the axis of
+// split the tensor is `parts` equal blocks, each cut `ways` ways, and shard s holds the s-th piece
+// of every block, so each shard's own Split into `parts` gives its piece of each block (its heads
+// of the query, the key and the value). A contiguous cut is one block.
 struct ShardPlan {
   Op shard_op;
   std::vector<int> input_axis;
   int output_axis = kWhole;
   bool partial = false;
   std::optional<TensorId> bias_after_sum;  // a row-parallel Linear's bias, added once
+  int input_parts = 1;                     // the blocks of every input cut along its axis
+  int output_parts = 1;                    // the blocks of the outputs
 };
 
 // A Linear, or a MatMul by a rank-2 parameter: what may start a column split.
@@ -37,8 +45,9 @@ bool IsReplicable(const Op& op);
 // from `axis` as the rewrite fills it in.
 class SplitRules {
  public:
-  SplitRules(const Graph& model, int ways, const std::vector<int>& axis)
-      : model_(model), ways_(ways), axis_(axis) {}
+  SplitRules(const Graph& model, int ways, const std::vector<int>& axis,
+             const std::vector<int>& parts)
+      : model_(model), ways_(ways), axis_(axis), parts_(parts) {}
 
   // Every input cut along its axis must divide evenly.
   bool CanCut(const ShardPlan& plan) const;
@@ -50,16 +59,24 @@ class SplitRules {
 
  private:
   int SplitOf(TensorId t) const { return axis_[static_cast<size_t>(t)]; }
+  int PartsOf(TensorId t) const { return parts_[static_cast<size_t>(t)]; }
+  // The blocks of the model tensors `op` reads split (ShardPlan), or 0 when they differ.
+  int InputParts(const Op& op) const;
+  // The blocks a start's output is later split into along its features (ShardPlan), or 1.
+  int FusedParts(const Op& start) const;
   int64_t Extent(TensorId t, int axis) const {
     return model_.tensor(t).shape[static_cast<size_t>(axis)];
   }
   std::optional<ShardPlan> Elementwise(const Op& op, size_t out_rank) const;
   std::optional<ShardPlan> Reshape(const Op& op) const;
   std::optional<ShardPlan> MatMul(const Op& op, size_t out_rank) const;
+  std::optional<ShardPlan> Split(const Op& op, int parts) const;
+  std::optional<ShardPlan> FollowOneOutput(const Op& op) const;
 
   const Graph& model_;
   const int ways_;
   const std::vector<int>& axis_;
+  const std::vector<int>& parts_;
 };
 
 }  // namespace placer::graph::shard_rules

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "graph/ops.h"
@@ -30,18 +31,23 @@ using shard_rules::kReplicated;
 using shard_rules::kWhole;
 using shard_rules::ShardPlan;
 
-// Row-major values of `shape` cut to `size` entries along `axis` from `begin`.
-std::vector<float> SliceValues(const std::vector<float>& values, const Shape& shape, int axis,
-                               int64_t begin, int64_t size) {
+// Row-major values of `shape` cut along `axis` as `slice` says (its `size / parts` entries from
+// `begin` of each of its `parts` blocks).
+std::vector<float> SliceValues(const std::vector<float>& values, const Shape& shape,
+                               const ParameterSlice& slice) {
+  const auto axis = static_cast<size_t>(slice.axis);
   int64_t outer = 1, inner = 1;
-  for (int d = 0; d < axis; ++d) outer *= shape[static_cast<size_t>(d)];
-  for (size_t d = static_cast<size_t>(axis) + 1; d < shape.size(); ++d) inner *= shape[d];
-  const int64_t extent = shape[static_cast<size_t>(axis)];
+  for (size_t d = 0; d < axis; ++d) outer *= shape[d];
+  for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
+  const int64_t extent = shape[axis], block = extent / slice.parts;
+  const int64_t piece = slice.size / slice.parts;
   std::vector<float> out;
-  out.reserve(static_cast<size_t>(outer * size * inner));
+  out.reserve(static_cast<size_t>(outer * slice.size * inner));
   for (int64_t o = 0; o < outer; ++o) {
-    const auto first = values.begin() + (o * extent + begin) * inner;
-    out.insert(out.end(), first, first + size * inner);
+    for (int64_t b = 0; b < slice.parts; ++b) {
+      const auto first = values.begin() + (o * extent + b * block + slice.begin) * inner;
+      out.insert(out.end(), first, first + piece * inner);
+    }
   }
   return out;
 }
@@ -55,11 +61,12 @@ class Sharder {
       : model_(model),
         ways_(ways),
         axis_(static_cast<size_t>(model.num_tensors()), kWhole),
+        parts_(static_cast<size_t>(model.num_tensors()), 1),
         pieces_(static_cast<size_t>(model.num_tensors())),
         copies_(static_cast<size_t>(model.num_tensors())),
         whole_(static_cast<size_t>(model.num_tensors()), -1),
         feeds_start_(static_cast<size_t>(model.num_ops()), false),
-        rules_(model, ways, axis_) {
+        rules_(model, ways, axis_, parts_) {
     result_.ways = ways;
   }
 
@@ -114,6 +121,7 @@ class Sharder {
                        [&](TensorId t) { return axis_[static_cast<size_t>(t)] != kWhole; });
   }
   int SplitOf(TensorId t) const { return axis_[static_cast<size_t>(t)]; }
+  int PartsOf(TensorId t) const { return parts_[static_cast<size_t>(t)]; }
   bool IsCopied(TensorId t) const { return !copies_[static_cast<size_t>(t)].empty(); }
   bool AnyReplicated(const Op& op) const {
     return std::any_of(op.inputs.begin(), op.inputs.end(), [&](TensorId t) { return IsCopied(t); });
@@ -147,11 +155,39 @@ class Sharder {
       return whole = result_.forward.AddTensor(std::move(copy));
     }
     Op gather{.name = tensor.name + "/tp_gather", .type = op_types::kConcat};
-    gather.inputs = pieces_[static_cast<size_t>(t)];
+    gather.inputs = PartsOf(t) == 1 ? pieces_[static_cast<size_t>(t)] : BlockOrder(t);
     gather.attrs.Set("axis", int64_t{SplitOf(t)});
     ++result_.gathers;
     Add(std::move(gather), {tensor.name}, -1, tensor.producer);
     return whole = result_.forward.TensorByName(tensor.name);
+  }
+
+  // The pieces of a split tensor of blocks (shard_rules.h's ShardPlan) in the order that
+  // concatenates them whole: each shard's piece cut into its blocks, then block by block, shard
+  // by shard.
+  std::vector<TensorId> BlockOrder(TensorId t) {
+    const Tensor& tensor = T(t);
+    const int axis = SplitOf(t), parts = PartsOf(t);
+    const int64_t piece = Extent(t, axis) / (ways_ * parts);
+    std::vector<std::vector<TensorId>> blocks;  // per shard, per block
+    for (int s = 0; s < ways_; ++s) {
+      Op split{.name = ShardName(s, tensor.name + "/tp_blocks"),
+               .type = op_types::kSplit,
+               .inputs = {pieces_[static_cast<size_t>(t)][static_cast<size_t>(s)]}};
+      split.attrs.Set("axis", int64_t{axis});
+      split.attrs.Set("sizes", std::vector<int64_t>(static_cast<size_t>(parts), piece));
+      std::vector<std::string> names;
+      for (int b = 0; b < parts; ++b)
+        names.push_back(ShardName(s, fmt::format("{}/block{}", tensor.name, b)));
+      blocks.push_back(
+          result_.forward.op(Add(std::move(split), names, s, tensor.producer)).outputs);
+    }
+    std::vector<TensorId> order;
+    for (int b = 0; b < parts; ++b) {
+      for (int s = 0; s < ways_; ++s)
+        order.push_back(blocks[static_cast<size_t>(s)][static_cast<size_t>(b)]);
+    }
+    return order;
   }
 
   // What shard `shard` reads of the model's tensor `t` whole: its own copy of a repeated tensor or
@@ -179,17 +215,19 @@ class Sharder {
     return it->second.copies;
   }
 
-  // The model's tensor cut into `ways` pieces along `axis`: its shards when it is split so; each
-  // shard's slice of its own copy; a parameter only `consumer` reads is itself sliced (each shard
-  // owns its slice); anything else is scattered by a Split from its whole.
-  std::vector<TensorId> Pieces(TensorId t, int axis, OpId consumer) {
-    if (SplitOf(t) == axis) return pieces_[static_cast<size_t>(t)];
-    const auto key = std::make_pair(t, axis);
+  // The model's tensor cut into `ways` pieces along `axis`, in `parts` blocks (shard_rules.h's
+  // ShardPlan): its shards when it is split so; each shard's slice of its own copy; a parameter
+  // only `consumer` reads is itself sliced (each shard owns its slice); anything else is
+  // scattered by a Split from its whole.
+  std::vector<TensorId> Pieces(TensorId t, int axis, OpId consumer, int parts) {
+    if (SplitOf(t) == axis && PartsOf(t) == parts) return pieces_[static_cast<size_t>(t)];
+    const auto key = std::make_tuple(t, axis, parts);
     if (auto it = cut_.find(key); it != cut_.end()) return it->second;
     const Tensor& tensor = T(t);
-    const int64_t size = Extent(t, axis) / ways_;
+    const int64_t size = Extent(t, axis) / ways_;  // a shard's
+    const int64_t piece = size / parts;
     std::vector<TensorId> pieces;
-    if (IsCopied(t)) {
+    if (IsCopied(t) && parts == 1) {  // a repeated tensor meeting blocks is scattered (below)
       for (int s = 0; s < ways_; ++s) {
         Op slice{.name = ShardName(s, fmt::format("{}/tp_slice{}", tensor.name, axis)),
                  .type = op_types::kSlice,
@@ -205,20 +243,21 @@ class Sharder {
     } else if (tensor.kind == TensorKind::kParameter && SplitOf(t) == kWhole &&
                tensor.consumers == std::vector<OpId>{consumer}) {
       for (int s = 0; s < ways_; ++s) {
+        const ParameterSlice cut{.name = ShardName(s, tensor.name),
+                                 .source = tensor.name,
+                                 .axis = axis,
+                                 .begin = s * piece,
+                                 .size = size,
+                                 .parts = parts};
         Tensor slice = tensor;
-        slice.name = ShardName(s, tensor.name);
+        slice.name = cut.name;
         slice.shape[static_cast<size_t>(axis)] = size;
         slice.producer = kNoOp;
         slice.consumers.clear();
         if (tensor.init.kind == Initializer::Kind::kValues) {
-          slice.init.values =
-              SharedValues(SliceValues(*tensor.init.values, tensor.shape, axis, s * size, size));
+          slice.init.values = SharedValues(SliceValues(*tensor.init.values, tensor.shape, cut));
         }
-        result_.parameter_slices.push_back({.name = slice.name,
-                                            .source = tensor.name,
-                                            .axis = axis,
-                                            .begin = s * size,
-                                            .size = size});
+        result_.parameter_slices.push_back(cut);
         pieces.push_back(result_.forward.AddTensor(std::move(slice)));
       }
     } else {
@@ -226,16 +265,37 @@ class Sharder {
                  .type = op_types::kSplit,
                  .inputs = {Whole(t)}};
       scatter.attrs.Set("axis", int64_t{axis});
-      scatter.attrs.Set("sizes", std::vector<int64_t>(static_cast<size_t>(ways_), size));
+      scatter.attrs.Set("sizes", std::vector<int64_t>(static_cast<size_t>(ways_ * parts), piece));
       std::vector<std::string> names;
-      for (int s = 0; s < ways_; ++s) {
-        names.push_back(ShardName(s, fmt::format("{}/scatter{}", tensor.name, axis)));
+      for (int s = 0; s < ways_ * parts; ++s) {  // block s / ways's piece s % ways
+        names.push_back(parts == 1 ? ShardName(s, fmt::format("{}/scatter{}", tensor.name, axis))
+                                   : fmt::format("{}/scatter{}/{}", tensor.name, axis, s));
       }
       ++result_.scatters;
       const OpId id = Add(std::move(scatter), names, -1, consumer);
       pieces = result_.forward.op(id).outputs;
+      if (parts > 1) {
+        std::vector<TensorId> joined;
+        for (int s = 0; s < ways_; ++s) {
+          std::vector<TensorId> cut;
+          for (int b = 0; b < parts; ++b) cut.push_back(pieces[static_cast<size_t>(b * ways_ + s)]);
+          joined.push_back(Joined(cut, axis, s, consumer, tensor.name));
+        }
+        pieces = std::move(joined);
+      }
     }
     return cut_[key] = pieces;
+  }
+
+  // Shard s's piece of a tensor of blocks: its pieces of the blocks, concatenated.
+  TensorId Joined(const std::vector<TensorId>& cut, int axis, int s, OpId consumer,
+                  const std::string& tensor) {
+    Op join{.name = ShardName(s, fmt::format("{}/tp_join{}", tensor, axis)),
+            .type = op_types::kConcat,
+            .inputs = cut};
+    join.attrs.Set("axis", int64_t{axis});
+    const std::string name = ShardName(s, fmt::format("{}/blocks{}", tensor, axis));
+    return result_.forward.op(Add(std::move(join), {name}, s, consumer)).outputs[0];
   }
 
   // A ring all-reduce of the shards' partial sums as forward ops (graph/ring_all_reduce.h's
@@ -299,27 +359,37 @@ class Sharder {
     for (size_t i = 0; i < inputs.size(); ++i) {
       const TensorId in = plan.shard_op.inputs[i];
       if (plan.input_axis[i] != kWhole) {
-        inputs[i] = Pieces(in, plan.input_axis[i], id);
+        inputs[i] = Pieces(in, plan.input_axis[i], id, plan.input_parts);
         continue;
       }
       for (int s = 0; s < ways_; ++s) inputs[i].push_back(Local(in, s));
     }
-    std::vector<TensorId> shards;
+    std::vector<std::vector<TensorId>> outputs(op.outputs.size());  // per output, its shards
     for (int s = 0; s < ways_; ++s) {
       Op copy = plan.shard_op;
       copy.name = ShardName(s, op.name);
       for (size_t i = 0; i < inputs.size(); ++i) copy.inputs[i] = inputs[i][static_cast<size_t>(s)];
-      const std::string name = T(out).name + (plan.partial ? "/tp_partial" : "");
-      const OpId added = Add(std::move(copy), {ShardName(s, name)}, s, id);
-      shards.push_back(result_.forward.op(added).outputs[0]);
+      std::vector<std::string> names;
+      for (TensorId o : op.outputs) {
+        names.push_back(ShardName(s, T(o).name + (plan.partial ? "/tp_partial" : "")));
+      }
+      const OpId added = Add(std::move(copy), names, s, id);
+      for (size_t k = 0; k < outputs.size(); ++k) {
+        outputs[k].push_back(result_.forward.op(added).outputs[k]);
+      }
     }
+    std::vector<TensorId>& shards = outputs[0];
     if (plan.output_axis == kReplicated) {
       copies_[static_cast<size_t>(out)] = std::move(shards);
       return;
     }
     if (!plan.partial) {
-      axis_[static_cast<size_t>(out)] = plan.output_axis;
-      pieces_[static_cast<size_t>(out)] = std::move(shards);
+      for (size_t k = 0; k < outputs.size(); ++k) {
+        const auto o = static_cast<size_t>(op.outputs[k]);
+        axis_[o] = plan.output_axis;
+        parts_[o] = plan.output_parts;
+        pieces_[o] = std::move(outputs[k]);
+      }
       return;
     }
     ++result_.partial_sums;
@@ -359,13 +429,14 @@ class Sharder {
   const int ways_;
   TensorParallelGraph result_;
   std::vector<int> axis_;                      // per model tensor: its axis of split, or kWhole
+  std::vector<int> parts_;                     // per model tensor split: its blocks (ShardPlan)
   std::vector<std::vector<TensorId>> pieces_;  // per model tensor split: its shards
   std::vector<std::vector<TensorId>> copies_;  // per model tensor repeated: each shard's copy
   std::vector<TensorId> whole_;                // per model tensor: its whole copy, once made
   std::vector<bool> feeds_start_;              // per model op: its output reaches a start
   const shard_rules::SplitRules rules_;        // reads axis_ as it is filled in
-  std::map<std::pair<TensorId, int>, std::vector<TensorId>> cut_;  // sliced or scattered pieces
-  std::map<TensorId, ReplicatedParameter> parameter_copies_;       // per model parameter copied
+  std::map<std::tuple<TensorId, int, int>, std::vector<TensorId>> cut_;  // sliced or scattered
+  std::map<TensorId, ReplicatedParameter> parameter_copies_;  // per model parameter copied
 };
 
 }  // namespace

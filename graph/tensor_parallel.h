@@ -33,13 +33,16 @@ namespace placer::graph {
 std::string ShardName(int shard, const std::string& name);
 
 // Where a sharded parameter's values come from: `size` entries of `source` along `axis` from
-// `begin`.
+// `begin`; with `parts` > 1 (a fused projection's blocks, shard_rules.h), `source` is `parts`
+// equal blocks along `axis` and the slice is `size / parts` entries from `begin` of each, in
+// block order.
 struct ParameterSlice {
   std::string name;    // the shard's parameter
   std::string source;  // the model's parameter
   int axis = 0;
   int64_t begin = 0;
   int64_t size = 0;
+  int parts = 1;
 };
 
 // A parameter every shard reads whole (a normalisation's scale, a row-parallel layer's bias),

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 #include <unordered_map>
+#include <vector>
 
 namespace placer::runtime {
 
@@ -42,7 +43,11 @@ TensorMap ShardParameters(const TensorMap& whole, const graph::TensorParallelGra
       continue;
     }
     const graph::ParameterSlice& s = *it->second;
-    out.emplace(name, Find(whole, s.source, "the model's").narrow(s.axis, s.begin, s.size).clone());
+    std::vector<at::Tensor> pieces;  // of each block, in block order
+    for (const at::Tensor& block : Find(whole, s.source, "the model's").chunk(s.parts, s.axis)) {
+      pieces.push_back(block.narrow(s.axis, s.begin, s.size / s.parts));
+    }
+    out.emplace(name, at::cat(pieces, s.axis).clone());
   }
   return out;
 }
@@ -67,10 +72,16 @@ TensorMap GatherParameters(const TensorMap& sharded, const graph::TensorParallel
     if (!sliced.count(name)) out.emplace(name, Find(sharded, name, "the sharded step's"));
   }
   for (const auto& [source, slices] : slices_of) {
-    std::vector<at::Tensor> parts;
-    for (const auto& [begin, slice] : slices)
-      parts.push_back(Find(sharded, slice->name, "the sharded step's"));
-    out.emplace(source, at::cat(parts, slices.begin()->second->axis));
+    // Block by block (one, unless a fused projection's), each block's pieces in shard order.
+    const graph::ParameterSlice& first = *slices.begin()->second;
+    std::vector<at::Tensor> pieces;
+    for (int b = 0; b < first.parts; ++b) {
+      for (const auto& [begin, slice] : slices) {
+        pieces.push_back(Find(sharded, slice->name, "the sharded step's")
+                             .chunk(first.parts, first.axis)[static_cast<size_t>(b)]);
+      }
+    }
+    out.emplace(source, at::cat(pieces, first.axis));
   }
   return out;
 }

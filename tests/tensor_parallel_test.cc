@@ -46,8 +46,9 @@ graph::Graph Encoder(int layers = 2) { return test_support::SmallEncoderForward(
 
 // A GPT-style decoder as ONNX exports of LLaMA-family models give it: pre-normalisation, linear
 // layers as MatMul by a [in, out] parameter, a causal mask added to the scores, a SwiGLU MLP
-// (SiLU(gate) * up, then down), next-token logits over the vocabulary.
-graph::Graph Decoder(int layers = 2) {
+// (SiLU(gate) * up, then down), next-token logits over the vocabulary. With `fused_qkv`, GPT-2's
+// attention: one linear layer computes the query, key and value, split apart after it.
+graph::Graph Decoder(int layers = 2, bool fused_qkv = false) {
   using graph::op_types::kMatMul;
   constexpr int64_t kBatch = 2, kSeq = 6, kWidth = 24, kHeads = 4, kHead = kWidth / kHeads;
   constexpr int64_t kMlp = 48, kVocab = 40;
@@ -71,13 +72,22 @@ graph::Graph Decoder(int layers = 2) {
   for (int l = 0; l < layers; ++l) {
     const std::string p = fmt::format("h{}/", l);
     const graph::TensorId normed = b.LayerNorm(p + "ln_1", x, 1e-5);
-    auto heads = [&](const char* what, std::vector<int64_t> perm) {
-      graph::TensorId t = linear(p + what, normed, kWidth);
+    std::vector<graph::TensorId> projected;
+    if (fused_qkv) {
+      const graph::TensorId qkv = linear(p + "c_attn", normed, 3 * kWidth);
+      projected = b.Split(p + "qkv", qkv, -1, {kWidth, kWidth, kWidth});
+    } else {
+      for (const char* what : {"q_proj", "k_proj", "v_proj"})
+        projected.push_back(linear(p + what, normed, kWidth));
+    }
+    auto heads = [&](int which, const char* what, std::vector<int64_t> perm) {
+      graph::TensorId t = projected[static_cast<size_t>(which)];
       t = b.Reshape(p + what + "_split", t, {kBatch, kSeq, kHeads, kHead});
       return b.Transpose(p + what + "_heads", t, perm);
     };
-    const graph::TensorId q = heads("q_proj", {0, 2, 1, 3}), k = heads("k_proj", {0, 2, 3, 1});
-    const graph::TensorId v = heads("v_proj", {0, 2, 1, 3});
+    const graph::TensorId q = heads(0, "q_proj", {0, 2, 1, 3});
+    const graph::TensorId k = heads(1, "k_proj", {0, 2, 3, 1});
+    const graph::TensorId v = heads(2, "v_proj", {0, 2, 1, 3});
     graph::TensorId scores = b.Apply(p + "scores", kMatMul, {q, k});
     scores = b.Apply(p + "masked", graph::op_types::kAdd, {scores, causal});
     const graph::TensorId probs = b.Softmax(p + "probs", scores, -1);
@@ -182,6 +192,63 @@ TEST(TensorParallelTest, AGptStyleDecoderSplitByHeadsAndFeaturesMatchesOneDevice
   EXPECT_EQ(sharded.all_reduces, 3);  // the last MLP's sum feeds the head, which is not split
   CheckMatchesOneDevice(decoder, starts, 2, 2, 17);
   CheckMatchesOneDevice(decoder, graph::MegatronColumnStarts(decoder, 4), 4, 4, 18);
+}
+
+TEST(TensorParallelTest, AFusedQueryKeyValueProjectionSplitsByHeadsWithoutAGather) {
+  // GPT-2's c_attn: each shard owns its heads' rows of the query, the key and the value (three
+  // blocks of the fused weight), as Megatron lays the fused projection out on its ranks.
+  const graph::Graph decoder = Decoder(2, /*fused_qkv=*/true);
+  const std::vector<std::string> starts = graph::MegatronColumnStarts(decoder, 2);
+  EXPECT_THAT(starts, ElementsAre("h0/c_attn", "h0/gate_proj", "h0/up_proj", "h1/c_attn",
+                                  "h1/gate_proj", "h1/up_proj"));
+  const graph::TensorParallelGraph sharded = graph::ShardTensorParallel(decoder, starts, 2);
+  EXPECT_EQ(sharded.gathers, 0);
+  EXPECT_EQ(sharded.scatters, 0);
+  EXPECT_EQ(sharded.partial_sums, 4);
+  const graph::Tensor& weight =
+      sharded.forward.tensor(sharded.forward.TensorByName(graph::ShardName(1, "h0/c_attn.weight")));
+  EXPECT_THAT(weight.shape, ElementsAre(24, 36));  // 3 blocks of 24 features, 12 of each
+  CheckMatchesOneDevice(decoder, starts, 2, 2, 19);
+  CheckMatchesOneDevice(decoder, graph::MegatronColumnStarts(decoder, 4), 4, 4, 20);
+}
+
+TEST(TensorParallelTest, BlocksMeetingOtherCutsAreGatheredAndScatteredInBlockOrder) {
+  // Two fused projections split into three blocks each: one meets a layer cut into plain pieces
+  // (so both are gathered whole, the blocks' pieces put back in block order), the other an
+  // activation that no start splits (scattered into each shard's piece of every block).
+  constexpr int64_t kRows = 4, kIn = 6, kFeatures = 12, kBlock = kFeatures / 3;
+  graph::Graph graph;
+  graph::ModelBuilder b(graph);
+  const graph::Initializer normal{graph::Initializer::Kind::kNormal, 0.3};
+  const graph::TensorId x = b.Input("x", {kRows, kIn});
+  const graph::TensorId labels =
+      b.Input("labels", {kRows}, graph::DType::kInt64, graph::TensorKind::kLabel);
+  auto linear = [&](const std::string& name) {
+    return b.Apply(name, graph::op_types::kMatMul,
+                   {x, b.Parameter(name + ".weight", {kIn, kFeatures}, normal)});
+  };
+  const graph::TensorId fused = linear("fused"), plain = linear("plain");
+  const graph::TensorId other = linear("other"), side = linear("side");
+  std::vector<graph::TensorId> terms = b.Split(
+      "mixed", b.Apply("mix", graph::op_types::kAdd, {fused, plain}), -1, {kBlock, kBlock, kBlock});
+  for (graph::TensorId t :
+       b.Split("shifted", b.Apply("shift", graph::op_types::kAdd, {other, side}), -1,
+               {kBlock, kBlock, kBlock})) {
+    terms.push_back(t);
+  }
+  terms.push_back(b.Slice("plain_head", plain, -1, 0, kBlock));  // keeps `plain` in one block
+  graph::TensorId y = terms[0];
+  for (size_t k = 1; k < terms.size(); ++k) {
+    y = b.Apply(fmt::format("sum{}", k), graph::op_types::kAdd, {y, terms[k]});
+  }
+  b.SoftmaxCrossEntropy("loss", y, labels);
+
+  const std::vector<std::string> starts{"fused", "plain", "other"};
+  const graph::TensorParallelGraph sharded = graph::ShardTensorParallel(graph, starts, 2);
+  EXPECT_GE(sharded.gathers, 2);   // `fused` and `plain` before they are added
+  EXPECT_GE(sharded.scatters, 1);  // `side`, in blocks, to meet `other`
+  CheckMatchesOneDevice(graph, starts, 2, 2, 21);
+  CheckMatchesOneDevice(graph, starts, 2, 3, 22);
 }
 
 TEST(TensorParallelTest, AnyLinearLayerMayStartASplitWhereverItEnds) {
