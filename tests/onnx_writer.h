@@ -80,6 +80,14 @@ inline std::string FloatValue(const std::string& name, const std::vector<int64_t
   return Bytes(1, name) + Bytes(2, Bytes(1, tensor_type));
 }
 
+// ValueInfoProto of an int64 tensor.
+inline std::string IntValue(const std::string& name, const std::vector<int64_t>& shape) {
+  std::string dims;
+  for (int64_t d : shape) dims += Bytes(1, Int(1, d));
+  const std::string tensor_type = Int(1, 7) + Bytes(2, dims);
+  return Bytes(1, name) + Bytes(2, Bytes(1, tensor_type));
+}
+
 // ValueInfoProto of a float32 tensor whose axes of extent -1 are symbolic (named `symbol`), as an
 // export with dynamic_axes writes them.
 inline std::string SymbolicFloatValue(const std::string& name, const std::vector<int64_t>& shape,

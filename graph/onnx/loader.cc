@@ -25,6 +25,7 @@ const OpTable& Ops() {
     AddNnOps(*ops);
     AddRecurrentOps(*ops);
     AddLossOps(*ops);
+    AddIndexOps(*ops);
     return ops;
   }();
   return *table;

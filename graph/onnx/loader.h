@@ -53,6 +53,7 @@ void AddReduceOps(OpTable& table);
 void AddNnOps(OpTable& table);
 void AddRecurrentOps(OpTable& table);
 void AddLossOps(OpTable& table);
+void AddIndexOps(OpTable& table);
 const OpTable& Ops();
 
 // The file's bytes, and the model they hold; errors name the file.
