@@ -1,6 +1,6 @@
-// ONNX ops that the loader folds or refuses by their inputs: OneHot (folded, or run on runtime
-// indices) and NonZero (folded; data-dependent on a runtime tensor). Hand-written models through
-// the loader and the executor.
+// ONNX ops that the loader folds, inlines or refuses by their inputs: OneHot (folded, or run on
+// runtime indices), If (the branch its load-time condition takes, inlined) and NonZero (folded;
+// data-dependent on a runtime tensor). Hand-written models through the loader and the executor.
 #include <ATen/ATen.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -129,6 +129,74 @@ TEST(OnnxOpsTest, OneHotTrainsTheWeightsItFeeds) {
   const graph::Graph g = graph::LoadOnnx(WriteModel("one_hot_train.onnx", m), {});
   ASSERT_EQ(g.Parameters().size(), 1u);
   EXPECT_EQ(g.tensor(g.Parameters()[0]).name, "proj.weight");
+}
+
+// If: cond ? then_branch : else_branch. Both branches read outer values by name: x, a graph input,
+// and s, computed by an outer node that only the branches read.
+ox::Model IfModel(const std::string& condition) {
+  ox::Model then_branch, else_branch;
+  then_branch.nodes = {{"Mul", "then_mul", {"s", "x"}, {"then_y"}, {}}};
+  then_branch.outputs = {ox::FloatValue("then_y", {2, 3})};
+  else_branch.nodes = {{"Neg", "else_neg", {"s"}, {"else_y"}, {}}};
+  else_branch.outputs = {ox::FloatValue("else_y", {2, 3})};
+  ox::Model m;
+  m.inputs = {ox::FloatValue("x", {2, 3})};
+  m.outputs = {ox::FloatValue("y", {2, 3})};
+  m.nodes = {{"Sigmoid", "squash", {"x"}, {"s"}, {}},
+             {"If",
+              "choose",
+              {condition},
+              {"y"},
+              {ox::AttrGraph("then_branch", ox::EncodeGraph(then_branch)),
+               ox::AttrGraph("else_branch", ox::EncodeGraph(else_branch))}}};
+  return m;
+}
+
+TEST(OnnxOpsTest, IfWithAConditionKnownAtLoadTimeIsTheBranchItTakes) {
+  const at::Tensor x = at::linspace(-2, 2, 6).reshape({2, 3});
+  for (const int64_t condition : {1, 0}) {
+    ox::Model m = IfModel("cond");
+    // The condition as exporters compute it: from shapes (here, Size(x) == 6 or 7).
+    m.initializers.push_back(ox::IntTensor("expected_size", {}, {condition ? 6 : 7}));
+    m.nodes.insert(m.nodes.begin(),
+                   {{"Size", "size", {"x"}, {"size"}, {}},
+                    {"Equal", "is_expected", {"size", "expected_size"}, {"cond"}, {}}});
+    const graph::Graph g = graph::LoadOnnx(WriteModel("if.onnx", m), kForwardOnly);
+    for (graph::OpId id = 0; id < g.num_ops(); ++id) {
+      EXPECT_NE(g.op(id).name, condition ? "else_neg" : "then_mul") << "the branch not taken";
+    }
+    const at::Tensor expected = condition ? at::sigmoid(x) * x : -at::sigmoid(x);
+    EXPECT_TRUE(at::allclose(RunForward(g, {{"x", x}})->LastValue("y"), expected))
+        << "condition " << condition;
+  }
+}
+
+TEST(OnnxOpsTest, IfRefusesARuntimeConditionAndNamesWhatFailsInItsBranch) {
+  ox::Model runtime = IfModel("flag");
+  runtime.inputs.push_back(ox::IntValue("flag", {}));
+  EXPECT_THAT(LoadError(WriteModel("if_runtime.onnx", runtime)),
+              AllOf(HasSubstr("'choose' (If)"), HasSubstr("input 'flag' (If's condition"),
+                    HasSubstr("must be computable at load time")));
+
+  ox::Model broken = IfModel("cond");
+  broken.nodes.insert(broken.nodes.begin(),
+                      {"Constant", "always", {}, {"cond"}, {ox::AttrInt("value_int", 1)}});
+  ox::Model then_branch;
+  then_branch.nodes = {{"Reshape", "then_reshape", {"x", "bad_shape"}, {"then_y"}, {}}};
+  then_branch.initializers = {ox::IntTensor("bad_shape", {1}, {5})};
+  then_branch.outputs = {ox::FloatValue("then_y", {5})};
+  broken.nodes[2].attributes[0] = ox::AttrGraph("then_branch", ox::EncodeGraph(then_branch));
+  EXPECT_THAT(LoadError(WriteModel("if_broken.onnx", broken)),
+              AllOf(HasSubstr("'choose' (If)"),
+                    HasSubstr("in the then_branch, node 0 'then_reshape' (Reshape)")));
+
+  // An op type the loader lacks, inside a branch, is named with the branch and the node.
+  then_branch.nodes = {{"Frobnicate", "odd", {"x"}, {"then_y"}, {}}};
+  broken.nodes[2].attributes[0] = ox::AttrGraph("then_branch", ox::EncodeGraph(then_branch));
+  EXPECT_THAT(
+      LoadError(WriteModel("if_unknown.onnx", broken)),
+      AllOf(HasSubstr("'choose' (If)"),
+            HasSubstr("not supported: op type Frobnicate (in the then_branch, node 0 'odd')")));
 }
 
 TEST(OnnxOpsTest, NonZeroOfAKnownValueIsFoldedAndOfARuntimeOneRefused) {
