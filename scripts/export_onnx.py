@@ -29,6 +29,8 @@ downloaded) is exported as the model suite's models are (below: in training mode
 written as
   t5.onnx              the model, inputs source [batch, 7] and target [batch, 5] (token ids)
   t5.reference.onnx    PyTorch's own training step on a fixed minibatch (scripts/onnx_suite.py)
+conv1d (1-D convolutions: padded, strided, dilated, grouped, depthwise causal, padding='same' of
+an even kernel, transposed; input sequence [batch, 4, 16]) is exported and written the same way.
 bench/search_suite.py places resnet18, transformer and towers on simulated GPUs.
 Weights are random with a fixed seed; every parameter and buffer is perturbed so that no two are
 equal (the exporter would merge equal initializers). The reference minibatch has another batch size
@@ -52,7 +54,8 @@ import os
 import sys
 import warnings
 
-MODELS = ("lenet", "resnet18", "transformer", "lstm", "transformer_static", "towers", "t5")
+MODELS = ("lenet", "resnet18", "transformer", "lstm", "transformer_static", "towers", "t5",
+          "conv1d")
 # towers: TOWERS independent MLPs of TOWER_LAYERS x (Linear TOWER_WIDTH + ReLU) and a classifier
 # each, all reading the same input, their logits summed. Its best placement is plain (one tower per
 # device), and data parallelism pays for all-reducing its 16.8 M parameters: bench/search_suite.py

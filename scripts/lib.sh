@@ -7,6 +7,7 @@ PLACER_ONNX_VERSION="1.23.2"
 PLACER_PYYAML_VERSION="6.0.3"  # placer_torch reads placement files with it
 PLACER_WHEEL_VERSION="0.45.1"  # the last that builds wheels with setuptools < 70.1
 PLACER_TRANSFORMERS_VERSION="5.23.0"  # the t5 ONNX fixture (scripts/export_onnx.py)
+PLACER_TIMM_VERSION="1.0.31"  # the model sweep's vision architectures (bench/model_sweep.py)
 PLACER_BUILD_DIR="${PLACER_BUILD_DIR:-$PLACER_ROOT/build}"
 
 # The Python that holds LibTorch: PLACER_PYTHON if set (the GPU machine's own python3 with its

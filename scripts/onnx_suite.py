@@ -2,7 +2,8 @@
 user would export them, each with PyTorch's own training step on a fixed batch as the reference
 that tests/onnx_suite_test.cc compares placer's step with (tests/pytorch_step.h). FIXTURES are
 exported and referenced the same way as fixtures of scripts/export_onnx.py, for
-tests/onnx_models_test.cc: t5 (transformers' T5ForConditionalGeneration).
+tests/onnx_models_test.cc: t5 (transformers' T5ForConditionalGeneration) and conv1d (1-D
+convolutions as sequence models use them).
 
 Every model is exported in training mode (torch.onnx.TrainingMode.TRAINING), the graph placer's
 training step runs: BatchNormalization normalises with the minibatch's statistics and Dropout
@@ -55,6 +56,42 @@ def _tokens(builder, opset, names_and_lengths, classes):
         "classes": classes,
         "opset": opset,
     }
+
+
+def _sequence(builder, opset, channels, length):
+    return {
+        "build": builder,
+        "inputs": lambda torch, b: [("sequence", torch.randn(b, channels, length))],
+        "classes": CLASSES,
+        "opset": opset,
+    }
+
+
+def _conv1d(torch, nn):
+    class Conv1dNet(nn.Module):
+        """1-D convolutions over a [batch, 4, 16] sequence as sequence models use them: a plain
+        one with padding, a strided, dilated and grouped one, Mamba's depthwise causal one
+        (padded by kernel - 1 on both sides, the tail cut), one with padding='same' of an even
+        kernel (asymmetric), and a strided transposed one with output padding; mean over the
+        sequence, a linear classifier."""
+
+        def __init__(self):
+            super().__init__()
+            self.plain = nn.Conv1d(4, 8, 3, padding=1)
+            self.strided = nn.Conv1d(8, 8, 3, stride=2, dilation=2, padding=2, groups=2)
+            self.causal = nn.Conv1d(8, 8, 4, groups=8, padding=3)
+            self.same = nn.Conv1d(8, 8, 4, padding="same", bias=False)
+            self.up = nn.ConvTranspose1d(8, 6, 4, stride=2, padding=1, output_padding=1)
+            self.head = nn.Linear(6, CLASSES)
+
+        def forward(self, x):
+            h = torch.relu(self.plain(x))
+            h = torch.relu(self.strided(h))
+            h = h + self.causal(h)[..., : h.shape[-1]]
+            h = torch.tanh(self.same(h))
+            return self.head(self.up(h).mean(dim=2))
+
+    return Conv1dNet()
 
 
 def _seq2seq(torch, nn):
@@ -159,9 +196,11 @@ SUITE = {
 }
 
 # Exported and referenced as the suite's models are, but fixtures of scripts/export_onnx.py
-# (tests/onnx_models_test.cc), not suite models: t5 needs transformers.
+# (tests/onnx_models_test.cc), not suite models: t5 needs transformers; conv1d is a test of the
+# loader's 1-D convolutions rather than a model people train as it is.
 FIXTURES = {
     "t5": _tokens(_t5, 17, [("source", 7), ("target", 5)], VOCAB),
+    "conv1d": _sequence(_conv1d, 17, 4, 16),
 }
 
 

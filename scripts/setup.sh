@@ -49,12 +49,13 @@ install_missing --no-install-recommends -- "${BROWSER_PACKAGES[@]}"
 
 # The project's Python packages besides torch: torchvision, onnx and transformers (a small T5
 # built from its config, no weights downloaded) export the ONNX fixtures of the tests
-# (scripts/export_onnx.py), PyYAML reads placement files in placer_torch (python/), and wheel lets
+# (scripts/export_onnx.py), timm and transformers give the model sweep its architectures
+# (bench/model_sweep.py, random weights, nothing downloaded), PyYAML reads placement files in placer_torch (python/), and wheel lets
 # the tests `pip install ./python` without network (the setuptools of a fresh venv is older than
 # 70.1, which builds wheels by itself).
 PYTHON_PACKAGES=("torchvision==$PLACER_TORCHVISION_VERSION" "onnx==$PLACER_ONNX_VERSION"
   "pyyaml==$PLACER_PYYAML_VERSION" "wheel==$PLACER_WHEEL_VERSION"
-  "transformers==$PLACER_TRANSFORMERS_VERSION")
+  "transformers==$PLACER_TRANSFORMERS_VERSION" "timm==$PLACER_TIMM_VERSION")
 # Wheels that only GPU work loads: Triton (compiled GPU kernels), cuSOLVER (dlopened by
 # libtorch_cuda_linalg), NVRTC (runtime compilation), NVTX, the CUDA Python bindings. Every other
 # nvidia-* wheel stays even without a GPU: `import torch` loads libtorch_cuda.so, which links
@@ -109,16 +110,18 @@ for item in json.load(open(sys.argv[1]))["install"]:
 import importlib.metadata as m, sys
 sys.exit(any(m.version(p) != v for p, v in [('torchvision', '$PLACER_TORCHVISION_VERSION'),
     ('onnx', '$PLACER_ONNX_VERSION'), ('pyyaml', '$PLACER_PYYAML_VERSION'),
-    ('wheel', '$PLACER_WHEEL_VERSION'), ('transformers', '$PLACER_TRANSFORMERS_VERSION')]))
+    ('wheel', '$PLACER_WHEEL_VERSION'), ('transformers', '$PLACER_TRANSFORMERS_VERSION'),
+    ('timm', '$PLACER_TIMM_VERSION')]))
 " 2>/dev/null; then
     placer_log "installing ${PYTHON_PACKAGES[*]} into $venv"
     # In a cpu venv, --no-deps: its GPU-only wheels would come back as torch's requirements.
     "$venv/bin/pip" install -q --disable-pip-version-check \
       $(grep -qx cpu "$venv/.complete" && echo --no-deps) "${PYTHON_PACKAGES[@]}"
-    # transformers needs its own requirements (huggingface-hub, tokenizers, safetensors, ...),
-    # which --no-deps left out; none of them is torch or a GPU wheel.
+    # transformers and timm need their own requirements (huggingface-hub, tokenizers,
+    # safetensors, ...), which --no-deps left out; none of them is torch or a GPU wheel (timm's
+    # torch and torchvision are installed at their pins already).
     "$venv/bin/pip" install -q --disable-pip-version-check \
-      "transformers==$PLACER_TRANSFORMERS_VERSION"
+      "transformers==$PLACER_TRANSFORMERS_VERSION" "timm==$PLACER_TIMM_VERSION"
   fi
 fi
 

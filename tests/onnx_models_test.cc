@@ -178,6 +178,23 @@ TEST(OnnxModelsTest, T5StepsAsPyTorchDoes) {
   EXPECT_EQ(g.tensor(g.TensorByName("target")).shape, (graph::Shape{5, 5}));
 }
 
+// 1-D convolutions as sequence models use them (scripts/onnx_suite.py's conv1d: padded, strided,
+// dilated, grouped, Mamba's depthwise causal one, padding='same' of an even kernel, transposed),
+// run as 2-D ones of height 1: one step under a random placement over two CPU workers has
+// PyTorch's loss and gradients, and the weights keep PyTorch's 1-D shapes.
+TEST(OnnxModelsTest, Conv1dStepsAsPyTorchDoes) {
+  const test_support::StepComparison c = test_support::ExpectStepMatchesPyTorch(
+      "conv1d", Fixture("conv1d.onnx"), Fixture("conv1d.reference.onnx"));
+  EXPECT_GT(c.loss, 0);
+  std::cout << fmt::format(
+      "conv1d: {} ops, {} parameters, loss {:.6f} (PyTorch {:.6f}), worst gradient {} at {:.3f} "
+      "of its tolerance\n",
+      c.ops, c.parameter_count, c.loss, c.reference_loss, c.worst_name, c.worst);
+  const graph::Graph g = graph::LoadOnnx(Fixture("conv1d.onnx"), {.batch_size = 5});
+  EXPECT_EQ(g.tensor(g.TensorByName("strided.weight")).shape, (graph::Shape{8, 4, 3}));
+  EXPECT_EQ(g.tensor(g.TensorByName("up.weight")).shape, (graph::Shape{8, 6, 4}));
+}
+
 TEST(OnnxModelsTest, ResNet18HasEveryWeightAndATrainingStep) {
   const graph::Graph g = graph::LoadOnnx(Fixture("resnet18.onnx"), {.batch_size = 4});
   // 20 convolutions (BatchNorm folded in) with biases, and the classifier.

@@ -55,6 +55,11 @@ inline std::string AttrFloats(const std::string& name, const std::vector<float>&
   return out + Int(20, 6);
 }
 
+// A graph attribute (an If's branch): `graph` is an encoded GraphProto (EncodeGraph).
+inline std::string AttrGraph(const std::string& name, const std::string& graph) {
+  return Bytes(1, name) + Bytes(6, graph) + Int(20, 5);
+}
+
 struct Node {
   std::string op_type;
   std::string name;
@@ -77,6 +82,14 @@ inline std::string FloatValue(const std::string& name, const std::vector<int64_t
   std::string dims;
   for (int64_t d : shape) dims += Bytes(1, Int(1, d));
   const std::string tensor_type = Int(1, 1) + Bytes(2, dims);
+  return Bytes(1, name) + Bytes(2, Bytes(1, tensor_type));
+}
+
+// ValueInfoProto of an int64 tensor.
+inline std::string IntValue(const std::string& name, const std::vector<int64_t>& shape) {
+  std::string dims;
+  for (int64_t d : shape) dims += Bytes(1, Int(1, d));
+  const std::string tensor_type = Int(1, 7) + Bytes(2, dims);
   return Bytes(1, name) + Bytes(2, Bytes(1, tensor_type));
 }
 
@@ -119,14 +132,19 @@ struct Model {
   int64_t opset = 17;
 };
 
-inline std::string Encode(const Model& model) {
+// The GraphProto of `model` (its opset aside): a model's graph, or a subgraph's.
+inline std::string EncodeGraph(const Model& model) {
   std::string graph;
   for (const Node& node : model.nodes) graph += Bytes(1, EncodeNode(node));
   graph += Bytes(2, "test");
   for (const std::string& t : model.initializers) graph += Bytes(5, t);
   for (const std::string& v : model.inputs) graph += Bytes(11, v);
   for (const std::string& v : model.outputs) graph += Bytes(12, v);
-  return Int(1, 8) + Bytes(8, Bytes(1, "") + Int(2, model.opset)) + Bytes(7, graph);
+  return graph;
+}
+
+inline std::string Encode(const Model& model) {
+  return Int(1, 8) + Bytes(8, Bytes(1, "") + Int(2, model.opset)) + Bytes(7, EncodeGraph(model));
 }
 
 // A two-layer classifier (Gemm, Relu, Gemm) over x [batch, 4] into 3 classes: a valid model that

@@ -25,6 +25,8 @@ const OpTable& Ops() {
     AddNnOps(*ops);
     AddRecurrentOps(*ops);
     AddLossOps(*ops);
+    AddIndexOps(*ops);
+    AddControlOps(*ops);
     return ops;
   }();
   return *table;
@@ -380,6 +382,7 @@ std::vector<bool> Loader::LiveNodes() {
     for (const std::string& in : node.input()) {
       if (!in.empty()) needed.insert(in);
     }
+    AddSubgraphNames(node, needed);
   }
   // What a node's output feeds decides whether it is computed (a BatchNormalization's running
   // statistics, an LSTM's final state): only the needed ones are live.
@@ -422,6 +425,7 @@ Graph Loader::Load() {
   for (const pb::ValueInfoProto& v : g.input()) reserved_.insert(v.name());
   for (const pb::NodeProto& node : g.node()) {
     for (const std::string& out : node.output()) reserved_.insert(out);
+    AddSubgraphNames(node, reserved_);
   }
   const std::vector<bool> live = LiveNodes();
   CheckSupported(live);

@@ -22,6 +22,7 @@
 namespace placer::onnxpb {
 class ModelProto;
 class NodeProto;
+class GraphProto;
 class AttributeProto;
 class TensorProto;
 }  // namespace placer::onnxpb
@@ -53,6 +54,8 @@ void AddReduceOps(OpTable& table);
 void AddNnOps(OpTable& table);
 void AddRecurrentOps(OpTable& table);
 void AddLossOps(OpTable& table);
+void AddIndexOps(OpTable& table);
+void AddControlOps(OpTable& table);
 const OpTable& Ops();
 
 // The file's bytes, and the model they hold; errors name the file.
@@ -123,6 +126,9 @@ class Loader {
   // A tensor attribute (Constant's value) as a known value.
   std::optional<Known> AttrTensor(const std::string& name) const;
   [[noreturn]] void Unsupported(const std::string& what) const;
+  // Converts the nodes of the current node's graph attribute `attr` (an If's branch) in place of
+  // the node, and defines the node's outputs as the branch's outputs (loader_subgraph.cc).
+  void InlineBranch(const std::string& attr);
 
   // ---- emitting IR ops ----
   TensorId Materialize(const Value& value, const std::string& value_name, Role role);
@@ -179,6 +185,10 @@ class Loader {
   int node_index_ = -1;
   std::string node_base_;
 };
+
+// Every value name a node's graph attributes (If's branches, a Loop's body, nested) read or
+// write: a node with subgraphs needs the outer values they read, and their names are taken.
+void AddSubgraphNames(const onnxpb::NodeProto& node, std::unordered_set<std::string>& names);
 
 // Floats for a Constant op's values.
 std::vector<float> Floats(size_t count, double value);

@@ -18,8 +18,16 @@ namespace t = op_types;
 // Bounds that keep the window arithmetic and the IR's shape rules from overflowing.
 constexpr int64_t kLimit = int64_t{1} << 31;
 
-std::vector<int64_t> Pairs(Loader& l, const std::string& name, std::vector<int64_t> fallback) {
-  std::vector<int64_t> values = l.AttrInts(name).value_or(fallback);
+// Attribute `name` of a 2-D window (or of a 1-D one, `one_d`, widened by a leading 1 to the 2-D
+// window of height 1 it runs as).
+std::vector<int64_t> Pairs(Loader& l, const std::string& name, std::vector<int64_t> fallback,
+                           bool one_d = false) {
+  std::optional<std::vector<int64_t>> given = l.AttrInts(name);
+  if (one_d && given) {
+    if (given->size() != 1) throw GraphError(fmt::format("{} must have 1 entry", name));
+    given->insert(given->begin(), 1);
+  }
+  std::vector<int64_t> values = given.value_or(fallback);
   if (values.size() != 2) throw GraphError(fmt::format("{} must have 2 entries", name));
   for (int64_t v : values) {
     if (v < 1 || v > kLimit) {
@@ -29,12 +37,21 @@ std::vector<int64_t> Pairs(Loader& l, const std::string& name, std::vector<int64
   return values;
 }
 
-// ONNX's 2-D window padding from "pads" and "auto_pad": [begin h, begin w, end h, end w].
+// ONNX's "pads" of a 1-D window ([begin, end]) as those of the 2-D window of height 1 it runs as;
+// 2-D pads as they are, and absent ones as zeros.
+std::vector<int64_t> GivenPads(Loader& l, bool one_d) {
+  std::vector<int64_t> pads = l.AttrInts("pads").value_or(std::vector<int64_t>(one_d ? 2 : 4, 0));
+  if (one_d && pads.size() == 2) return {0, pads[0], 0, pads[1]};
+  if (one_d) throw GraphError(fmt::format("pads [{}] must have 2 entries", fmt::join(pads, ", ")));
+  return pads;
+}
+
+// ONNX's 2-D window padding from the given pads (GivenPads) and "auto_pad": [begin h, begin w,
+// end h, end w].
 std::vector<int64_t> WindowPads(Loader& l, const Shape& x, const std::vector<int64_t>& kernel,
                                 const std::vector<int64_t>& strides,
-                                const std::vector<int64_t>& dilations) {
+                                const std::vector<int64_t>& dilations, std::vector<int64_t> pads) {
   const std::string auto_pad = l.AttrString("auto_pad", "NOTSET");
-  std::vector<int64_t> pads = l.AttrInts("pads").value_or(std::vector<int64_t>(4, 0));
   if (pads.size() != 4)
     throw GraphError(fmt::format("pads [{}] must have 4 entries", fmt::join(pads, ", ")));
   for (int64_t p : pads) {
@@ -70,14 +87,50 @@ TensorId PadSpatial(Loader& l, TensorId x, const std::vector<int64_t>& pads, dou
   return l.Sub("pad", t::kPad, {x}, std::move(attrs));
 }
 
+// The input and weight of a 1-D convolution ([N, C, L], [O, C/groups, k]) run as a 2-D one of
+// height 1, as pooling does: the IR, its kernels, derived backward and cost model are 2-D. The
+// weight stays a parameter of the file's shape; a Reshape views it as 2-D.
+struct ConvOperands {
+  bool one_d = false;
+  Shape x, w;  // as 2-D
+  TensorId input, weight;
+};
+
+ConvOperands ConvInputs(Loader& l, const char* what) {
+  ConvOperands c{.x = l.InShape(0), .w = l.InShape(1)};
+  c.one_d = c.x.size() == 3 && c.w.size() == 3;
+  if (!c.one_d && (c.x.size() != 4 || c.w.size() != 4)) {
+    l.Unsupported(fmt::format("{} other than 1-D and 2-D", what));
+  }
+  c.input = l.Tensor(0);
+  c.weight = l.Tensor(1);
+  if (c.one_d) {
+    c.x.insert(c.x.begin() + 2, 1);
+    c.w.insert(c.w.begin() + 2, 1);
+    c.input = l.ReshapeTo("as_2d", c.input, c.x);
+    c.weight = l.ReshapeTo("weight_as_2d", c.weight, c.w);
+  }
+  return c;
+}
+
+// The node's output from the 2-D op's result `y`: as it is, or back to 1-D.
+void DefineConvOutput(Loader& l, const ConvOperands& c, TensorId y) {
+  if (c.one_d) {
+    Shape out = l.graph().tensor(y).shape;
+    out.erase(out.begin() + 2);
+    l.Define(0, l.ReshapeTo("as_1d", y, out, l.OutputName(0)));
+  } else {
+    l.EmitOutput(t::kIdentity, {y});
+  }
+}
+
 void ConvertConv(Loader& l) {
-  const Shape x = l.InShape(0), w = l.InShape(1);
-  if (x.size() != 4 || w.size() != 4) l.Unsupported("convolutions other than 2-D");
-  const std::vector<int64_t> kernel = {w[2], w[3]};
-  const auto strides = Pairs(l, "strides", {1, 1});
-  const auto dilations = Pairs(l, "dilations", {1, 1});
-  std::vector<int64_t> pads = WindowPads(l, x, kernel, strides, dilations);
-  TensorId input = l.Tensor(0);
+  const ConvOperands c = ConvInputs(l, "convolutions");
+  const std::vector<int64_t> kernel = {c.w[2], c.w[3]};
+  const auto strides = Pairs(l, "strides", {1, 1}, c.one_d);
+  const auto dilations = Pairs(l, "dilations", {1, 1}, c.one_d);
+  std::vector<int64_t> pads = WindowPads(l, c.x, kernel, strides, dilations, GivenPads(l, c.one_d));
+  TensorId input = c.input;
   if (!Symmetric(pads)) {
     input = PadSpatial(l, input, pads, 0.0);
     pads.assign(4, 0);
@@ -87,35 +140,45 @@ void ConvertConv(Loader& l) {
   attrs.Set("padding", std::vector<int64_t>{pads[0], pads[1]});
   if (dilations != std::vector<int64_t>{1, 1}) attrs.Set("dilation", dilations);
   attrs.Set("groups", l.AttrInt("group", 1));
-  std::vector<TensorId> inputs = {input, l.Tensor(1)};
+  std::vector<TensorId> inputs = {input, c.weight};
   if (l.HasInput(2)) inputs.push_back(l.Tensor(2));
-  l.EmitOutput(t::kConv2d, inputs, std::move(attrs));
+  if (!c.one_d) {
+    l.EmitOutput(t::kConv2d, inputs, std::move(attrs));
+    return;
+  }
+  DefineConvOutput(l, c, l.Sub("conv", t::kConv2d, inputs, std::move(attrs)));
 }
 
 // ConvTranspose: the padding either given or derived from output_shape (ONNX's equations), the
-// symmetric part done by the IR op, the rest cropped.
+// symmetric part done by the IR op, the rest cropped. 1-D as 2-D of height 1, as Conv.
 void ConvertConvTranspose(Loader& l) {
-  const Shape x = l.InShape(0), w = l.InShape(1);
-  if (x.size() != 4 || w.size() != 4) l.Unsupported("transposed convolutions other than 2-D");
-  const auto strides = Pairs(l, "strides", {1, 1});
-  const auto dilations = Pairs(l, "dilations", {1, 1});
+  const ConvOperands c = ConvInputs(l, "transposed convolutions");
+  const Shape& x = c.x;
+  const Shape& w = c.w;
+  const auto strides = Pairs(l, "strides", {1, 1}, c.one_d);
+  const auto dilations = Pairs(l, "dilations", {1, 1}, c.one_d);
   std::vector<int64_t> output_padding =
-      l.AttrInts("output_padding").value_or(std::vector<int64_t>{0, 0});
+      l.AttrInts("output_padding").value_or(std::vector<int64_t>(c.one_d ? 1 : 2, 0));
+  if (c.one_d && output_padding.size() == 1) output_padding.insert(output_padding.begin(), 0);
   if (output_padding.size() != 2) throw GraphError("output_padding must have 2 entries");
   for (int64_t p : output_padding) {
     if (p < 0 || p > kLimit) throw GraphError("output_padding must be non-negative");
   }
   const std::string auto_pad = l.AttrString("auto_pad", "NOTSET");
-  std::vector<int64_t> pads = l.AttrInts("pads").value_or(std::vector<int64_t>(4, 0));
+  std::vector<int64_t> pads = GivenPads(l, c.one_d);
   if (pads.size() != 4) throw GraphError("pads must have 4 entries");
   std::optional<std::vector<int64_t>> output_shape = l.AttrInts("output_shape");
   if (!output_shape && (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER")) {
     output_shape = std::vector<int64_t>{x[2] * strides[0], x[3] * strides[1]};
   }
   if (output_shape) {
-    if (output_shape->size() == 4)
+    const size_t spatial = c.one_d ? 1 : 2;
+    if (output_shape->size() == spatial + 2)
       output_shape->erase(output_shape->begin(), output_shape->begin() + 2);
-    if (output_shape->size() != 2) throw GraphError("output_shape must have 2 spatial entries");
+    if (c.one_d && output_shape->size() == 1) output_shape->insert(output_shape->begin(), 1);
+    if (output_shape->size() != 2) {
+      throw GraphError(fmt::format("output_shape must have {} spatial entries", spatial));
+    }
     for (size_t d = 0; d < 2; ++d) {
       // In 128 bits: the attributes come from the file, and their products must not wrap.
       const __int128 wide = static_cast<__int128>(strides[d]) * (x[2 + d] - 1) + output_padding[d] +
@@ -146,9 +209,9 @@ void ConvertConvTranspose(Loader& l) {
   attrs.Set("output_padding", output_padding);
   if (dilations != std::vector<int64_t>{1, 1}) attrs.Set("dilation", dilations);
   attrs.Set("groups", l.AttrInt("group", 1));
-  std::vector<TensorId> inputs = {l.Tensor(0), l.Tensor(1)};
+  std::vector<TensorId> inputs = {c.input, c.weight};
   if (l.HasInput(2)) inputs.push_back(l.Tensor(2));
-  if (Symmetric(pads)) {
+  if (Symmetric(pads) && !c.one_d) {
     l.EmitOutput(t::kConvTranspose2d, inputs, std::move(attrs));
     return;
   }
@@ -161,7 +224,7 @@ void ConvertConvTranspose(Loader& l) {
     y = l.SliceAxis(fmt::format("crop{}", d), y, static_cast<int64_t>(2 + d), extra_begin,
                     extent - extra_end);
   }
-  l.EmitOutput(t::kIdentity, {y});
+  DefineConvOutput(l, c, y);
 }
 
 // MaxPool and AveragePool, 2-D (1-D as 2-D of height 1). Padding PyTorch's pooling cannot take
@@ -205,7 +268,7 @@ void ConvertPool(Loader& l) {
   if (l.AttrInt("storage_order", 0) != 0) l.Unsupported("column-major storage_order");
   std::vector<int64_t> pads;
   {
-    // WindowPads reads "pads" itself; 1-D pads are widened here.
+    // 1-D pads are widened to 2-D here.
     std::vector<int64_t> given = widen_pads(l.AttrInts("pads").value_or(std::vector<int64_t>{}));
     const std::string auto_pad = l.AttrString("auto_pad", "NOTSET");
     if (auto_pad == "NOTSET" || auto_pad.empty()) {
@@ -215,7 +278,8 @@ void ConvertPool(Loader& l) {
         if (p < 0 || p > kLimit) throw GraphError("pads must be non-negative");
       }
     } else {
-      pads = WindowPads(l, x, kernel, strides, dilations);
+      pads = WindowPads(l, x, kernel, strides, dilations,
+                        given.empty() ? std::vector<int64_t>(4, 0) : given);
     }
   }
   const bool ceil = l.AttrInt("ceil_mode", 0) != 0;
