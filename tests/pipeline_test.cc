@@ -235,7 +235,9 @@ TEST(PipelineScheduleTest, TheSimulatorHoldsToBothSchedulesAsTheExecutorDoes) {
       }
       // ... and admits as soon as it may: stage 0 starts micro-batch 1 while micro-batch 0 is in
       // flight, not once it has left.
-      if (window == 2) EXPECT_LT(first_forward[1], first_backward[0]) << device;
+      if (window == 2) {
+        EXPECT_LT(first_forward[1], first_backward[0]) << device;
+      }
     }
     EXPECT_EQ(ops, p.mb.graph.num_ops()) << graph::ToString(schedule);
   }
