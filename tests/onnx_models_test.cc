@@ -160,18 +160,25 @@ TEST(OnnxModelsTest, TowersForwardMatchesPyTorchWithEveryWeight) {
   EXPECT_EQ(g.tensor(g.TensorByName("features")).shape, (graph::Shape{8, 1024}));
 }
 
+// One step of fixture `name` (NAME.onnx, and NAME.reference.onnx with PyTorch's step) under a
+// random placement over two CPU workers against PyTorch's (tests/pytorch_step.h's tolerances, the
+// model suite's), printed.
+void StepAgainstPyTorch(const std::string& name) {
+  const test_support::StepComparison c = test_support::ExpectStepMatchesPyTorch(
+      name, Fixture(name + ".onnx"), Fixture(name + ".reference.onnx"));
+  EXPECT_GT(c.loss, 0);
+  std::cout << fmt::format(
+      "{}: {} ops, {} parameters, loss {:.6f} (PyTorch {:.6f}), worst gradient {} at {:.3f} of "
+      "its tolerance\n",
+      name, c.ops, c.parameter_count, c.loss, c.reference_loss, c.worst_name, c.worst);
+}
+
 // transformers' T5ForConditionalGeneration (a small config, random weights), exported in training
 // mode with a dynamic batch: it loads (its relative position buckets cast log(0) = -inf to an
 // integer, in a branch a Where discards), and one step under a random placement over two CPU
 // workers has PyTorch's loss and gradients (tests/pytorch_step.h's tolerances, the model suite's).
 TEST(OnnxModelsTest, T5StepsAsPyTorchDoes) {
-  const test_support::StepComparison c = test_support::ExpectStepMatchesPyTorch(
-      "t5", Fixture("t5.onnx"), Fixture("t5.reference.onnx"));
-  EXPECT_GT(c.loss, 0);
-  std::cout << fmt::format(
-      "t5: {} ops, {} parameters, loss {:.6f} (PyTorch {:.6f}), worst gradient {} at {:.3f} of "
-      "its tolerance\n",
-      c.ops, c.parameter_count, c.loss, c.reference_loss, c.worst_name, c.worst);
+  StepAgainstPyTorch("t5");
   // Another batch than the reference's: the batch axis is dynamic.
   const graph::Graph g = graph::LoadOnnx(Fixture("t5.onnx"), {.batch_size = 5});
   EXPECT_EQ(g.tensor(g.TensorByName("source")).shape, (graph::Shape{5, 7}));
@@ -183,13 +190,7 @@ TEST(OnnxModelsTest, T5StepsAsPyTorchDoes) {
 // run as 2-D ones of height 1: one step under a random placement over two CPU workers has
 // PyTorch's loss and gradients, and the weights keep PyTorch's 1-D shapes.
 TEST(OnnxModelsTest, Conv1dStepsAsPyTorchDoes) {
-  const test_support::StepComparison c = test_support::ExpectStepMatchesPyTorch(
-      "conv1d", Fixture("conv1d.onnx"), Fixture("conv1d.reference.onnx"));
-  EXPECT_GT(c.loss, 0);
-  std::cout << fmt::format(
-      "conv1d: {} ops, {} parameters, loss {:.6f} (PyTorch {:.6f}), worst gradient {} at {:.3f} "
-      "of its tolerance\n",
-      c.ops, c.parameter_count, c.loss, c.reference_loss, c.worst_name, c.worst);
+  StepAgainstPyTorch("conv1d");
   const graph::Graph g = graph::LoadOnnx(Fixture("conv1d.onnx"), {.batch_size = 5});
   EXPECT_EQ(g.tensor(g.TensorByName("strided.weight")).shape, (graph::Shape{8, 4, 3}));
   EXPECT_EQ(g.tensor(g.TensorByName("up.weight")).shape, (graph::Shape{8, 6, 4}));
