@@ -9,10 +9,11 @@ next token, as bench/model_sweep.py wraps decoders; sequences of 128 tokens.
 """
 
 import sys
-import warnings
 
 import torch
 import transformers
+
+from export_decoder import export_next_token
 
 SEQUENCE = 128
 
@@ -25,25 +26,7 @@ def main(path):
     torch.manual_seed(0)
     model = transformers.OPTForCausalLM(config)
 
-    class NextToken(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.m = model
-
-        def forward(self, input_ids, attention_mask):
-            out = self.m(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
-            return out.logits[:, -1]
-
-    ids = torch.randint(3, 1000, (2, SEQUENCE))
-    mask = torch.ones(2, SEQUENCE, dtype=torch.int64)
-    names = ["input_ids", "attention_mask"]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(NextToken().train(), (ids, mask), path, dynamo=False, opset_version=17,
-                          training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
-                          input_names=names, output_names=["logits"],
-                          dynamic_axes={n: {0: "batch"} for n in names + ["logits"]})
-    print(f"{path}: {sum(p.numel() for p in model.parameters())} parameters")
+    export_next_token(model, path, SEQUENCE, 1000)
 
 
 if __name__ == "__main__":
