@@ -121,12 +121,12 @@ std::optional<ShardPlan> SplitRules::Follow(const Op& op) const {
   if (op.outputs.size() != 1) return std::nullopt;
   std::optional<ShardPlan> plan = FollowOneOutput(op);
   if (plan && parts > 1) {
-    // Blocks pass only through ops that never mix entries along the split axis.
-    const bool keeps_blocks =
-        !plan->partial && plan->output_axis != kReplicated &&
-        (IsElementwise(op.type) || op.type == t::kSoftmax || op.type == t::kLogSoftmax ||
-         op.type == t::kHardmax || op.type == t::kSlice || op.type == t::kLayerNorm ||
-         op.type == t::kTranspose || op.type == t::kReshape);
+    // Blocks pass only through ops that never mix entries along the split axis (none of which
+    // computes partial products).
+    const bool keeps_blocks = IsElementwise(op.type) || op.type == t::kSoftmax ||
+                              op.type == t::kLogSoftmax || op.type == t::kHardmax ||
+                              op.type == t::kSlice || op.type == t::kLayerNorm ||
+                              op.type == t::kTranspose || op.type == t::kReshape;
     if (!keeps_blocks) return std::nullopt;
     if (op.type == t::kReshape &&
         model_.tensor(op.outputs[0]).shape[static_cast<size_t>(plan->output_axis)] !=

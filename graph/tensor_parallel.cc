@@ -267,9 +267,9 @@ class Sharder {
       scatter.attrs.Set("axis", int64_t{axis});
       scatter.attrs.Set("sizes", std::vector<int64_t>(static_cast<size_t>(ways_ * parts), piece));
       std::vector<std::string> names;
-      for (int s = 0; s < ways_ * parts; ++s) {  // block s / ways's piece s % ways
-        names.push_back(parts == 1 ? ShardName(s, fmt::format("{}/scatter{}", tensor.name, axis))
-                                   : fmt::format("{}/scatter{}/{}", tensor.name, axis, s));
+      for (int k = 0; k < ways_ * parts; ++k) {  // block k / ways's piece k % ways
+        names.push_back(parts == 1 ? ShardName(k, fmt::format("{}/scatter{}", tensor.name, axis))
+                                   : fmt::format("{}/scatter{}/{}", tensor.name, axis, k));
       }
       ++result_.scatters;
       const OpId id = Add(std::move(scatter), names, -1, consumer);

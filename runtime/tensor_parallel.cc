@@ -47,7 +47,7 @@ TensorMap ShardParameters(const TensorMap& whole, const graph::TensorParallelGra
     for (const at::Tensor& block : Find(whole, s.source, "the model's").chunk(s.parts, s.axis)) {
       pieces.push_back(block.narrow(s.axis, s.begin, s.size / s.parts));
     }
-    out.emplace(name, at::cat(pieces, s.axis).clone());
+    out.emplace(name, at::cat(pieces, s.axis));  // a new tensor: cat copies
   }
   return out;
 }
