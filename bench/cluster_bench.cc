@@ -20,6 +20,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -108,7 +109,7 @@ int main(int argc, char** argv) {
   fs::path config_file = fs::path(PLACER_SOURCE_DIR) / "bench" / "cluster_bench.yaml";
   std::vector<int> counts = {1, 2};
   int tasks = 16, repeats = 5;
-  std::string kind = "measured";
+  placer::graph::EvaluatorKind kind = placer::graph::EvaluatorKind::kMeasured;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--config") {
@@ -120,12 +121,14 @@ int main(int argc, char** argv) {
     } else if (flag == "--repeats") {
       repeats = std::stoi(value);
     } else if (flag == "--kind") {
-      kind = value;
-      if (!placer::graph::ParseEvaluatorKind(kind)) {
-        std::cerr << fmt::format("--kind: '{}' is none of {}\n", kind,
+      const std::optional<placer::graph::EvaluatorKind> parsed =
+          placer::graph::ParseEvaluatorKind(value);
+      if (!parsed) {
+        std::cerr << fmt::format("--kind: '{}' is none of {}\n", value,
                                  fmt::join(placer::graph::kEvaluatorKindNames, ", "));
         return 2;
       }
+      kind = *parsed;
     } else {
       std::cerr << "unknown flag " << flag << '\n';
       return 2;
@@ -137,16 +140,15 @@ int main(int argc, char** argv) {
   std::cout << fmt::format(
       "cluster_bench: {} {} evaluations of {} (every op on {}) per trial, workers {}, {} "
       "repeats interleaved; load before {:.2f}\n",
-      tasks, kind, config.model.name(), config.devices.devices.front().name, fmt::join(counts, "/"),
-      repeats, LoadAverage());
+      tasks, placer::graph::ToString(kind), config.model.name(),
+      config.devices.devices.front().name, fmt::join(counts, "/"), repeats, LoadAverage());
   std::map<int, std::vector<double>> rates;
   for (int r = 0; r < repeats; ++r) {
     // Alternate the order, so that neither count always runs first.
     std::vector<int> order = counts;
     if (r % 2 == 1) std::reverse(order.begin(), order.end());
     for (int workers : order) {
-      const double rate =
-          Trial(config, text, workers, tasks, *placer::graph::ParseEvaluatorKind(kind));
+      const double rate = Trial(config, text, workers, tasks, kind);
       rates[workers].push_back(rate);
       std::cout << fmt::format("repeat {} workers {}: {:.2f} evaluations/s (load {:.2f})\n", r + 1,
                                workers, rate, LoadAverage())
