@@ -86,25 +86,42 @@ const T& GetAttr(const std::map<std::string, AttrValue>& values, const std::stri
 }
 }  // namespace
 
+void Attributes::Set(const std::string& name, AttrValue value) {
+  // Written only while this copy is the map's one owner; another owner gets its own map first. An
+  // owner count of 1 cannot rise under us: only this object could be copied, and it is being
+  // changed.
+  if (!values_) {
+    values_ = std::make_shared<std::map<std::string, AttrValue>>();
+  } else if (values_.use_count() > 1) {
+    values_ = std::make_shared<std::map<std::string, AttrValue>>(*values_);
+  }
+  (*values_)[name] = std::move(value);
+}
+
+const std::map<std::string, AttrValue>& Attributes::values() const {
+  static const std::map<std::string, AttrValue> kNone;
+  return values_ ? *values_ : kNone;
+}
+
 int64_t Attributes::GetInt(const std::string& name) const {
-  return GetAttr<int64_t>(values_, name, "int");
+  return GetAttr<int64_t>(values(), name, "int");
 }
 double Attributes::GetFloat(const std::string& name) const {
-  return GetAttr<double>(values_, name, "float");
+  return GetAttr<double>(values(), name, "float");
 }
 const std::vector<int64_t>& Attributes::GetInts(const std::string& name) const {
-  return GetAttr<std::vector<int64_t>>(values_, name, "int list");
+  return GetAttr<std::vector<int64_t>>(values(), name, "int list");
 }
 const std::vector<double>& Attributes::GetFloats(const std::string& name) const {
-  return GetAttr<std::vector<double>>(values_, name, "float list");
+  return GetAttr<std::vector<double>>(values(), name, "float list");
 }
 const std::string& Attributes::GetString(const std::string& name) const {
-  return GetAttr<std::string>(values_, name, "string");
+  return GetAttr<std::string>(values(), name, "string");
 }
 
 TensorId Graph::AddTensor(Tensor tensor) {
   if (tensor.name.empty()) throw GraphError("a tensor needs a name");
-  if (tensor_by_name_.count(tensor.name) != 0) {
+  if (tensor_by_name_.Find(tensor.name, tensors_)) {
     throw GraphError(fmt::format("tensor '{}' is defined twice", tensor.name));
   }
   // Refused before anything is allocated: negative, overflowing and absurd shapes.
@@ -117,14 +134,14 @@ TensorId Graph::AddTensor(Tensor tensor) {
   auto id = static_cast<TensorId>(tensors_.size());
   tensor.producer = kNoOp;
   tensor.consumers.clear();
-  tensor_by_name_.emplace(tensor.name, id);
   tensors_.push_back(std::move(tensor));
+  tensor_by_name_.Insert(id, tensors_);
   return id;
 }
 
 OpId Graph::AddOp(Op op) {
   if (op.name.empty()) throw GraphError("an op needs a name");
-  if (op_by_name_.count(op.name) != 0) {
+  if (op_by_name_.Find(op.name, ops_)) {
     throw GraphError(fmt::format("op '{}' is defined twice", op.name));
   }
   auto check_id = [&](TensorId id, const char* role) {
@@ -148,21 +165,17 @@ OpId Graph::AddOp(Op op) {
     if (consumers.empty() || consumers.back() != id) consumers.push_back(id);
   }
   for (TensorId output : op.outputs) tensors_[static_cast<size_t>(output)].producer = id;
-  op_by_name_.emplace(op.name, id);
   ops_.push_back(std::move(op));
+  op_by_name_.Insert(id, ops_);
   return id;
 }
 
 std::optional<TensorId> Graph::FindTensor(const std::string& name) const {
-  auto it = tensor_by_name_.find(name);
-  if (it == tensor_by_name_.end()) return std::nullopt;
-  return it->second;
+  return tensor_by_name_.Find(name, tensors_);
 }
 
 std::optional<OpId> Graph::FindOp(const std::string& name) const {
-  auto it = op_by_name_.find(name);
-  if (it == op_by_name_.end()) return std::nullopt;
-  return it->second;
+  return op_by_name_.Find(name, ops_);
 }
 
 TensorId Graph::TensorByName(const std::string& name) const {

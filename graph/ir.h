@@ -9,9 +9,10 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
-#include <unordered_map>
 #include <variant>
 #include <vector>
+
+#include "graph/name_index.h"
 
 namespace placer::graph {
 
@@ -73,20 +74,22 @@ const char* ToString(Phase phase);
 using AttrValue =
     std::variant<int64_t, double, std::vector<int64_t>, std::vector<double>, std::string>;
 
+// An op's attributes. Copies share one map until one of them is changed: the copies of an op in
+// every replica and micro-batch of a step keep its attributes once, not once per copy.
 class Attributes {
  public:
-  void Set(const std::string& name, AttrValue value) { values_[name] = std::move(value); }
-  bool Has(const std::string& name) const { return values_.count(name) != 0; }
+  void Set(const std::string& name, AttrValue value);
+  bool Has(const std::string& name) const { return values().count(name) != 0; }
   // Typed getters throw GraphError naming the attribute when it is missing or of another type.
   int64_t GetInt(const std::string& name) const;
   double GetFloat(const std::string& name) const;
   const std::vector<int64_t>& GetInts(const std::string& name) const;
   const std::vector<double>& GetFloats(const std::string& name) const;
   const std::string& GetString(const std::string& name) const;
-  const std::map<std::string, AttrValue>& values() const { return values_; }
+  const std::map<std::string, AttrValue>& values() const;
 
  private:
-  std::map<std::string, AttrValue> values_;
+  std::shared_ptr<std::map<std::string, AttrValue>> values_;  // null: none
 };
 
 struct Op {
@@ -136,8 +139,8 @@ class Graph {
  private:
   std::vector<Tensor> tensors_;
   std::vector<Op> ops_;
-  std::unordered_map<std::string, TensorId> tensor_by_name_;
-  std::unordered_map<std::string, OpId> op_by_name_;
+  NameIndex tensor_by_name_;
+  NameIndex op_by_name_;
 };
 
 }  // namespace placer::graph

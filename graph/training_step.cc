@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <map>
+#include <utility>
+#include <vector>
 
 #include "graph/ops.h"
 #include "graph/ring_all_reduce.h"
@@ -205,6 +207,20 @@ void AppendBackwardAndUpdate(Graph& graph, double learning_rate,
   }
   for (TensorId id : graph.Parameters()) requires_grad[static_cast<size_t>(id)] = true;
 
+  // The backward ops' attributes, one copy of each distinct pair (Attributes share a map until one
+  // of them is changed): a handful of pairs serve the hundreds of thousands of backward ops of a
+  // replicated step, which held a map each (bench/RESULTS.md, "Memory of the steps").
+  std::map<std::pair<std::vector<int64_t>, std::vector<int64_t>>, Attributes> backward_attributes;
+  auto shared_backward_attributes = [&](std::vector<int64_t> grad_input_output,
+                                        std::vector<int64_t> grad_of) {
+    auto [it, added] = backward_attributes.try_emplace({grad_input_output, grad_of});
+    if (added) {
+      it->second.Set("grad_input_output", std::move(grad_input_output));
+      it->second.Set("grad_of", std::move(grad_of));
+    }
+    return it->second;
+  };
+
   // Gradient contributions, keyed by (tensor, consuming forward op).
   std::map<std::pair<TensorId, OpId>, std::vector<TensorId>> grads;
 
@@ -251,8 +267,7 @@ void AppendBackwardAndUpdate(Graph& graph, double learning_rate,
     if (backward.outputs.empty()) continue;  // nothing upstream needs a gradient
     // The backward op also reads what its forward op saved: its inputs (labels included).
     for (TensorId in : forward.inputs) backward.inputs.push_back(in);
-    backward.attrs.Set("grad_input_output", grad_input_output);
-    backward.attrs.Set("grad_of", grad_of);
+    backward.attrs = shared_backward_attributes(std::move(grad_input_output), std::move(grad_of));
     graph.AddOp(std::move(backward));
   }
 

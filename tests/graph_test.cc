@@ -208,6 +208,58 @@ TEST(GraphTest, DuplicateNamesAndDoubleProducersAreRejected) {
   }
 }
 
+// The name index keeps ids, not names: every name must stay findable through many growths of the
+// table, in a copy of the graph, and after the copy diverges from the original.
+TEST(GraphTest, EveryNameIsFoundInTheGraphAndInItsCopiesAsTheyDiverge) {
+  Graph g;
+  constexpr int kOps = 5000;
+  TensorId last = g.AddTensor({.name = "x", .shape = {2}, .kind = TensorKind::kInput});
+  for (int i = 0; i < kOps; ++i) {
+    // Long names (beyond the short-string buffer) and short ones, alike in their prefixes.
+    const std::string name = i % 2 ? "replica/layer/" + std::to_string(i) : std::to_string(i);
+    const TensorId out = g.AddTensor({.name = name + ":out", .shape = {2}});
+    g.AddOp({.name = name, .type = op_types::kRelu, .inputs = {last}, .outputs = {out}});
+    last = out;
+  }
+  Graph copy = g;
+  const TensorId extra = copy.AddTensor({.name = "extra", .shape = {2}});
+  copy.AddOp({.name = "tail", .type = op_types::kRelu, .inputs = {last}, .outputs = {extra}});
+  for (int i = 0; i < kOps; ++i) {
+    const std::string name = i % 2 ? "replica/layer/" + std::to_string(i) : std::to_string(i);
+    for (const Graph* graph : {&g, &copy}) {
+      ASSERT_TRUE(graph->FindOp(name)) << name;
+      EXPECT_EQ(graph->op(*graph->FindOp(name)).name, name);
+      EXPECT_EQ(graph->tensor(graph->TensorByName(name + ":out")).name, name + ":out");
+    }
+  }
+  EXPECT_EQ(copy.FindOp("tail"), copy.num_ops() - 1);
+  EXPECT_FALSE(g.FindOp("tail"));
+  EXPECT_FALSE(g.FindTensor("extra"));
+  EXPECT_FALSE(g.FindOp("replica/layer/0"));
+  EXPECT_FALSE(Graph().FindOp("x"));
+  EXPECT_THROW(
+      copy.AddOp({.name = "tail", .type = op_types::kRelu, .inputs = {*copy.FindTensor("x")}}),
+      GraphError);
+}
+
+// Copies of an op share its attributes until one is changed; a change is the changer's alone.
+TEST(GraphTest, ChangingACopysAttributesLeavesTheOriginalAsItWas) {
+  Attributes original;
+  original.Set("axis", int64_t{1});
+  original.Set("perm", std::vector<int64_t>{1, 0});
+  Attributes copy = original;
+  copy.Set("axis", int64_t{2});
+  copy.Set("alpha", 0.5);
+  EXPECT_EQ(original.GetInt("axis"), 1);
+  EXPECT_FALSE(original.Has("alpha"));
+  EXPECT_EQ(copy.GetInt("axis"), 2);
+  EXPECT_EQ(copy.GetInts("perm"), (std::vector<int64_t>{1, 0}));
+  Attributes untouched = original;
+  EXPECT_EQ(&untouched.values(), &original.values());  // one map while neither changes
+  EXPECT_TRUE(Attributes().values().empty());
+  EXPECT_THROW(Attributes().GetInt("axis"), GraphError);
+}
+
 TEST(GraphTest, AbsurdShapesAreRefusedBeforeAnyAllocation) {
   Graph g;
   EXPECT_THROW(g.AddTensor({.name = "huge", .shape = {1LL << 40, 1LL << 40}}), GraphError);
