@@ -211,27 +211,23 @@ std::vector<const search::ReplicatedModel*> SearchSteps(StepCache& steps,
   auto note = [&](std::string text) {
     if (notes != nullptr) notes->push_back(std::move(text));
   };
-  auto sorted = [](std::vector<int> counts) {
-    std::sort(counts.begin(), counts.end());
-    counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
-    return counts;
-  };
   std::vector<const search::ReplicatedModel*> models{&steps.Get({})};
-  for (int replicas : sorted(shapes.replica_counts)) {
-    if (replicas <= 1) continue;
+  // Builds the step of `shape`, or notes why it was left out (`what`: the shape in words).
+  auto add = [&](StepShape shape, const std::string& what) {
     try {
-      models.push_back(&steps.Get({.replicas = replicas}));
+      models.push_back(&steps.Get(shape));
     } catch (const graph::GraphError& error) {
-      note(fmt::format("{} replicas left out: {}", replicas, error.what()));
+      note(fmt::format("{} left out: {}", what, error.what()));
     }
+  };
+  const std::set<int> replica_counts(shapes.replica_counts.begin(), shapes.replica_counts.end());
+  for (int r : replica_counts) {
+    if (r > 1) add({.replicas = r}, fmt::format("{} replicas", r));
   }
-  for (int m : sorted(shapes.micro_batch_counts)) {
-    if (m <= 1) continue;
-    try {
-      models.push_back(&steps.Get({.micro_batches = m}));
-    } catch (const graph::GraphError& error) {
-      note(fmt::format("{} micro-batches left out: {}", m, error.what()));
-    }
+  const std::set<int> micro_batch_counts(shapes.micro_batch_counts.begin(),
+                                         shapes.micro_batch_counts.end());
+  for (int m : micro_batch_counts) {
+    if (m > 1) add({.micro_batches = m}, fmt::format("{} micro-batches", m));
   }
   // A replicated step's options place a pipeline's or a split step's copies too: those need it.
   auto replicated = [&](int replicas) {
@@ -240,14 +236,12 @@ std::vector<const search::ReplicatedModel*> SearchSteps(StepCache& steps,
     });
   };
   for (const search::ReplicatedPipeline& p : shapes.pipelines) {
-    try {
-      if (!replicated(p.replicas)) {
-        throw graph::GraphError(fmt::format("no step of {} replicas", p.replicas));
-      }
-      models.push_back(&steps.Get({.replicas = p.replicas, .micro_batches = p.micro_batches}));
-    } catch (const graph::GraphError& error) {
-      note(fmt::format("{} replicas of {} micro-batches left out: {}", p.replicas, p.micro_batches,
-                       error.what()));
+    const std::string what =
+        fmt::format("{} replicas of {} micro-batches", p.replicas, p.micro_batches);
+    if (replicated(p.replicas)) {
+      add({.replicas = p.replicas, .micro_batches = p.micro_batches}, what);
+    } else {
+      note(fmt::format("{} left out: no step of {} replicas", what, p.replicas));
     }
   }
   // Megatron's layers at each T, picked once (the pick dominates the build of a large model's
