@@ -47,6 +47,7 @@ DataParallelGraph BuildDataParallel(
   Graph& g = result.graph;
   std::vector<std::vector<TensorId>> replica_params;  // [replica][k]: k-th parameter
   std::vector<std::vector<TensorId>> within;          // copies within a replica
+  OpId replica_0_ops = 0;
   for (size_t r = 0; r < devices.size(); ++r) {
     const int replica = static_cast<int>(r);
     Graph shard = build_forward(result.shard_sizes[r], global_batch);
@@ -59,10 +60,19 @@ DataParallelGraph BuildDataParallel(
     for (const Op& op : shard.ops()) {
       Op copy = op;
       copy.name = ReplicaName(replica, op.name);
+      // Replica r's forward is built afresh, with attributes equal to replica 0's op of the same
+      // position (the builder is the same; only the batch may differ): share that op's map rather
+      // than keep one per replica (bench/RESULTS.md, "Memory of the steps").
+      const auto same_op_of_replica_0 = static_cast<OpId>(&op - shard.ops().data());
+      if (replica > 0 && same_op_of_replica_0 < replica_0_ops &&
+          g.op(same_op_of_replica_0).attrs.values() == op.attrs.values()) {
+        copy.attrs = g.op(same_op_of_replica_0).attrs;
+      }
       for (TensorId& t : copy.inputs) t = remap[static_cast<size_t>(t)];
       for (TensorId& t : copy.outputs) t = remap[static_cast<size_t>(t)];
       g.AddOp(std::move(copy));
     }
+    if (replica == 0) replica_0_ops = g.num_ops();
     std::vector<TensorId> params;
     for (TensorId t : shard.Parameters()) params.push_back(remap[static_cast<size_t>(t)]);
     replica_params.push_back(std::move(params));

@@ -247,6 +247,19 @@ TEST(ZooTest, EveryModelReplicatesForDataParallelism) {
     EXPECT_NO_THROW(dp.graph.Validate());
     Graph single = build(6, 0);
     EXPECT_EQ(dp.graph.ParameterCount(), 2 * single.ParameterCount());
+    // Equal shards build equal attributes: replica 1's forward ops keep replica 0's maps (one
+    // map, not one per replica), each with every attribute it was built with.
+    const Graph shard = build(3, 6);
+    int with_attributes = 0;
+    for (const graph::Op& op : shard.ops()) {
+      const graph::Op& first = dp.graph.op(*dp.graph.FindOp("r0/" + op.name));
+      const graph::Op& second = dp.graph.op(*dp.graph.FindOp("r1/" + op.name));
+      EXPECT_TRUE(second.attrs.values() == op.attrs.values()) << op.name;
+      if (op.attrs.values().empty()) continue;
+      ++with_attributes;
+      EXPECT_EQ(&second.attrs.values(), &first.attrs.values()) << op.name;
+    }
+    EXPECT_GT(with_attributes, 0);
   }
 }
 
