@@ -57,16 +57,15 @@ DataParallelGraph BuildDataParallel(
       copy.name = ReplicaName(replica, copy.name);
       remap[static_cast<size_t>(t)] = g.AddTensor(std::move(copy));
     }
-    for (const Op& op : shard.ops()) {
+    for (OpId k = 0; k < shard.num_ops(); ++k) {
+      const Op& op = shard.op(k);
       Op copy = op;
       copy.name = ReplicaName(replica, op.name);
-      // Replica r's forward is built afresh, with attributes equal to replica 0's op of the same
-      // position (the builder is the same; only the batch may differ): share that op's map rather
-      // than keep one per replica (bench/RESULTS.md, "Memory of the steps").
-      const auto same_op_of_replica_0 = static_cast<OpId>(&op - shard.ops().data());
-      if (replica > 0 && same_op_of_replica_0 < replica_0_ops &&
-          g.op(same_op_of_replica_0).attrs.values() == op.attrs.values()) {
-        copy.attrs = g.op(same_op_of_replica_0).attrs;
+      // Replica r's forward is built afresh, with attributes equal to those of replica 0's op k
+      // (op k of the step: the builder is the same, only the batch may differ): share that op's
+      // map rather than keep one per replica (bench/RESULTS.md, "Memory of the steps").
+      if (replica > 0 && k < replica_0_ops && g.op(k).attrs.values() == op.attrs.values()) {
+        copy.attrs = g.op(k).attrs;
       }
       for (TensorId& t : copy.inputs) t = remap[static_cast<size_t>(t)];
       for (TensorId& t : copy.outputs) t = remap[static_cast<size_t>(t)];

@@ -213,10 +213,13 @@ TEST(GraphTest, DuplicateNamesAndDoubleProducersAreRejected) {
 TEST(GraphTest, EveryNameIsFoundInTheGraphAndInItsCopiesAsTheyDiverge) {
   Graph g;
   constexpr int kOps = 5000;
+  // Long names (beyond the short-string buffer) and short ones, alike in their prefixes.
+  auto name_of = [](int i) {
+    return i % 2 ? "replica/layer/" + std::to_string(i) : std::to_string(i);
+  };
   TensorId last = g.AddTensor({.name = "x", .shape = {2}, .kind = TensorKind::kInput});
   for (int i = 0; i < kOps; ++i) {
-    // Long names (beyond the short-string buffer) and short ones, alike in their prefixes.
-    const std::string name = i % 2 ? "replica/layer/" + std::to_string(i) : std::to_string(i);
+    const std::string name = name_of(i);
     const TensorId out = g.AddTensor({.name = name + ":out", .shape = {2}});
     g.AddOp({.name = name, .type = op_types::kRelu, .inputs = {last}, .outputs = {out}});
     last = out;
@@ -225,7 +228,7 @@ TEST(GraphTest, EveryNameIsFoundInTheGraphAndInItsCopiesAsTheyDiverge) {
   const TensorId extra = copy.AddTensor({.name = "extra", .shape = {2}});
   copy.AddOp({.name = "tail", .type = op_types::kRelu, .inputs = {last}, .outputs = {extra}});
   for (int i = 0; i < kOps; ++i) {
-    const std::string name = i % 2 ? "replica/layer/" + std::to_string(i) : std::to_string(i);
+    const std::string name = name_of(i);
     for (const Graph* graph : {&g, &copy}) {
       ASSERT_TRUE(graph->FindOp(name)) << name;
       EXPECT_EQ(graph->op(*graph->FindOp(name)).name, name);
