@@ -53,9 +53,9 @@ int main(int argc, char** argv) {
   const graph::Graph base = setup::BuildSingleModel(config);
   const auto costs = setup::CostModelFor(config);
   const auto start = bench::Clock::now();
-  const baselines::PipelineBaselineResult result =
-      baselines::PipelineBaseline(base, setup::ForwardBuilderFor(config), config.model.batch_size,
-                                  config.model.learning_rate, devices, *costs, counts, replicas);
+  const baselines::PipelineBaselineResult result = baselines::PipelineBaseline(
+      base, setup::ForwardBuilderFor(config), config.model.batch_size, config.model.learning_rate,
+      devices, *costs, {.micro_batch_counts = counts, .replica_counts = replicas});
   fmt::print(
       "{}: {} devices, batch {}, stages end at forward op {} of the topological order; "
       "bottleneck estimate {:.3f} ms; {:.1f} s\n",

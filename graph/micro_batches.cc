@@ -196,11 +196,16 @@ std::vector<int> MicroBatchOfOps(const Graph& graph) {
 
 Placement PlaceMicroBatches(const MicroBatchedGraph& micro_batched, const Graph& base,
                             const Placement& base_placement, PipelineSchedule schedule) {
-  const Graph& g = micro_batched.graph;
+  return PlaceMicroBatches(micro_batched.graph, micro_batched.micro_batches, base, base_placement,
+                           schedule);
+}
+
+Placement PlaceMicroBatches(const Graph& g, int micro_batches, const Graph& base,
+                            const Placement& base_placement, PipelineSchedule schedule) {
   Placement placement{
       .devices = base_placement.devices,
       .device_of_op = std::vector<int>(static_cast<size_t>(g.num_ops()), -1),
-      .micro_batches = micro_batched.micro_batches,
+      .micro_batches = micro_batches,
       .schedule = schedule,
   };
   for (OpId id : g.OpsInPhase(Phase::kForward)) {

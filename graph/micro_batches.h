@@ -68,6 +68,9 @@ std::vector<int> MicroBatchOfOps(const Graph& graph);
 // Throws GraphError naming a forward op with no counterpart in `base`.
 Placement PlaceMicroBatches(const MicroBatchedGraph& micro_batched, const Graph& base,
                             const Placement& base_placement, PipelineSchedule schedule);
+// The same for the graph of M micro-batches alone.
+Placement PlaceMicroBatches(const Graph& micro_batched, int micro_batches, const Graph& base,
+                            const Placement& base_placement, PipelineSchedule schedule);
 
 // "gpipe" or "1f1b"; ParsePipelineSchedule throws GraphError listing both for anything else.
 const char* ToString(PipelineSchedule schedule);

@@ -16,6 +16,7 @@
 
 #include "graph/grouping.h"
 #include "graph/ir.h"
+#include "graph/micro_batches.h"
 #include "graph/models.h"
 #include "graph/ops.h"
 #include "graph/placement.h"
@@ -23,6 +24,7 @@
 #include "placer/baselines/task_graph.h"
 #include "runtime/sim/cost_model.h"
 #include "runtime/sim/simulator.h"
+#include "tests/forward_builders.h"
 
 namespace placer::baselines {
 namespace {
@@ -440,6 +442,64 @@ TEST(PipelineStagesTest, AnExpensiveLinkKeepsEveryOpInTheFirstStage) {
   StagePartition stages = PartitionIntoStages(t.graph, t.devices, *t.costs);
   EXPECT_THAT(stages.stage_end, ElementsAre(4, 4, 4));
   EXPECT_DOUBLE_EQ(stages.bottleneck_seconds, 4.0);
+}
+
+// The grid's steps that were built already (the search's) are simulated where they are: only the
+// shapes the hook lacks are built, and every trial is what building them all afresh gives.
+TEST(PipelineGridTest, StepsBuiltAlreadyAreSimulatedWhereTheyAreWithTheSameTrials) {
+  constexpr int64_t kBatch = 16;
+  constexpr double kLearningRate = 0.1;
+  int forwards_built = 0;
+  const graph::ForwardBuilder counted = [&](int64_t rows, int64_t normalizer) {
+    ++forwards_built;
+    return test_support::LeNetForward(rows, normalizer);
+  };
+  const Graph base = test_support::PlainStep(counted, kBatch, kLearningRate);
+  const DeviceSet devices = Cpus(4);
+  sim::RooflineCostModel costs;
+  const PipelineGrid afresh{.micro_batch_counts = {1, 2, 4}, .replica_counts = {1, 2}};
+  forwards_built = 0;
+  const PipelineBaselineResult built_here =
+      PipelineBaseline(base, counted, kBatch, kLearningRate, devices, costs, afresh);
+  EXPECT_GT(forwards_built, 0);
+
+  // What a search would hold: every shape but the one-replica step without micro-batches.
+  std::map<std::pair<int, int>, Graph> held;
+  held.emplace(std::pair{1, 2}, graph::BuildMicroBatched(counted, kBatch, 2, kLearningRate).graph);
+  held.emplace(std::pair{1, 4}, graph::BuildMicroBatched(counted, kBatch, 4, kLearningRate).graph);
+  for (int m : {1, 2, 4}) {
+    held.emplace(
+        std::pair{2, m},
+        graph::BuildReplicatedPipelines(counted, kBatch, {"r0", "r1"}, m, kLearningRate).graph);
+  }
+  std::set<std::pair<int, int>> asked;
+  PipelineGrid reusing = afresh;
+  reusing.built = [&](int replicas, int micro_batches) -> const Graph* {
+    asked.emplace(replicas, micro_batches);
+    auto it = held.find({replicas, micro_batches});
+    return it == held.end() ? nullptr : &it->second;
+  };
+  forwards_built = 0;
+  const PipelineBaselineResult reused =
+      PipelineBaseline(base, counted, kBatch, kLearningRate, devices, costs, reusing);
+  EXPECT_EQ(forwards_built, 1);  // the one-replica step without micro-batches alone
+  EXPECT_EQ(asked.size(), 6u);
+
+  ASSERT_EQ(reused.trials.size(), built_here.trials.size());
+  EXPECT_EQ(reused.best, built_here.best);
+  for (size_t i = 0; i < reused.trials.size(); ++i) {
+    const PipelineTrial& a = reused.trials[i];
+    const PipelineTrial& b = built_here.trials[i];
+    SCOPED_TRACE(fmt::format("R = {}, M = {}", b.replicas, b.micro_batches));
+    EXPECT_EQ(a.replicas, b.replicas);
+    EXPECT_EQ(a.micro_batches, b.micro_batches);
+    EXPECT_EQ(a.schedule, b.schedule);
+    EXPECT_EQ(a.result.step_seconds, b.result.step_seconds);
+    ASSERT_EQ(a.result.devices.size(), b.result.devices.size());
+    for (size_t d = 0; d < a.result.devices.size(); ++d) {
+      EXPECT_EQ(a.result.devices[d].peak_memory_bytes, b.result.devices[d].peak_memory_bytes);
+    }
+  }
 }
 
 TEST(MTopoTest, FillsEachDeviceUpToItsCapacityInTopologicalOrder) {

@@ -118,72 +118,93 @@ const StagePartition& PipelineBaselineResult::StagesFor(int replicas) const {
   throw std::invalid_argument(fmt::format("no stages for {} replicas", replicas));
 }
 
+namespace {
+
+// The step graph of R replicas in M micro-batches: `built`'s, else built afresh.
+std::shared_ptr<const graph::Graph> StepGraph(int replicas, int micro_batches,
+                                              const graph::ForwardBuilder& build_forward,
+                                              int64_t batch, double learning_rate,
+                                              const BuiltStep& built) {
+  if (built) {
+    if (const graph::Graph* step = built(replicas, micro_batches)) {
+      return std::shared_ptr<const graph::Graph>(std::shared_ptr<void>(), step);  // not owned
+    }
+  }
+  if (replicas == 1) {
+    return std::make_shared<const graph::Graph>(
+        graph::BuildMicroBatched(build_forward, batch, micro_batches, learning_rate).graph);
+  }
+  std::vector<std::string> names;
+  for (int r = 0; r < replicas; ++r) names.push_back(fmt::format("r{}", r));
+  return std::make_shared<const graph::Graph>(
+      graph::BuildReplicatedPipelines(build_forward, batch, names, micro_batches, learning_rate)
+          .graph);
+}
+
+}  // namespace
+
 PipelineStep BuildPipelineStep(const PipelineBaselineResult& result, const PipelineTrial& trial,
                                const graph::Graph& base, const graph::ForwardBuilder& build_forward,
                                int64_t batch, double learning_rate,
-                               const std::vector<std::string>& device_names) {
+                               const std::vector<std::string>& device_names,
+                               const BuiltStep& built) {
   const StagePartition& stages = result.StagesFor(trial.replicas);
   graph::Placement per_stage = stages.placement;
   per_stage.devices = device_names;
+  PipelineStep out{.graph = StepGraph(trial.replicas, trial.micro_batches, build_forward, batch,
+                                      learning_rate, built)};
+  const graph::Graph& step = *out.graph;
   if (trial.replicas == 1) {
-    graph::MicroBatchedGraph mb =
-        graph::BuildMicroBatched(build_forward, batch, trial.micro_batches, learning_rate);
-    graph::Placement placement = graph::PlaceMicroBatches(mb, base, per_stage, trial.schedule);
-    return {std::move(mb.graph), std::move(placement)};
+    out.placement =
+        graph::PlaceMicroBatches(step, trial.micro_batches, base, per_stage, trial.schedule);
+    return out;
   }
-  std::vector<std::string> replicas;
-  for (int r = 0; r < trial.replicas; ++r) replicas.push_back(fmt::format("r{}", r));
-  graph::DataParallelGraph step = graph::BuildReplicatedPipelines(
-      build_forward, batch, replicas, trial.micro_batches, learning_rate);
   const int stride = static_cast<int>(device_names.size()) / trial.replicas;
-  const graph::ReplicaMap map = graph::MapReplicas(step.graph, base);
-  graph::Placement placement{
-      .devices = device_names,
-      .device_of_op = std::vector<int>(static_cast<size_t>(step.graph.num_ops()), -1),
-      .micro_batches = trial.micro_batches,
-      .schedule = trial.schedule};
-  for (OpId id : step.graph.OpsInPhase(Phase::kForward)) {
+  const graph::ReplicaMap map = graph::MapReplicas(step, base);
+  out.placement = {.devices = device_names,
+                   .device_of_op = std::vector<int>(static_cast<size_t>(step.num_ops()), -1),
+                   .micro_batches = trial.micro_batches,
+                   .schedule = trial.schedule};
+  for (OpId id : step.OpsInPhase(Phase::kForward)) {
     const auto op = static_cast<size_t>(id);
-    placement.device_of_op[op] = per_stage.device_of_op[static_cast<size_t>(map.base_op[op])] +
-                                 map.replica_of_op[op] * stride;
+    out.placement.device_of_op[op] = per_stage.device_of_op[static_cast<size_t>(map.base_op[op])] +
+                                     map.replica_of_op[op] * stride;
   }
-  return {std::move(step.graph), std::move(placement)};
+  return out;
 }
 
 PipelineBaselineResult PipelineBaseline(const graph::Graph& base,
                                         const graph::ForwardBuilder& build_forward, int64_t batch,
                                         double learning_rate, const graph::DeviceSet& devices,
-                                        const sim::CostModel& costs,
-                                        const std::vector<int>& micro_batch_counts,
-                                        const std::vector<int>& replica_counts, int64_t max_ops,
+                                        const sim::CostModel& costs, const PipelineGrid& grid,
                                         std::vector<std::string>* skipped) {
   PipelineBaselineResult outcome;
   const auto num_devices = static_cast<int>(devices.size());
-  std::vector<int> grid = {1};
-  for (int r : replica_counts) {
+  std::vector<int> replica_counts = {1};
+  for (int r : grid.replica_counts) {
     if (r > 1 && num_devices % r == 0 && num_devices / r >= 2 &&
-        std::find(grid.begin(), grid.end(), r) == grid.end()) {
-      grid.push_back(r);
+        std::find(replica_counts.begin(), replica_counts.end(), r) == replica_counts.end()) {
+      replica_counts.push_back(r);
     }
   }
   const std::vector<std::string> names = graph::DeviceNames(devices);
-  for (int r : grid) {
+  for (int r : replica_counts) {
     outcome.replica_counts.push_back(r);
     outcome.stages.push_back(PartitionIntoStages(
         base, graph::DeviceSet(devices.begin(), devices.begin() + num_devices / r), costs));
-    for (int m : micro_batch_counts) {
+    for (int m : grid.micro_batch_counts) {
       if (m < 1 || batch % (int64_t{r} * m) != 0) continue;
-      if (int64_t{r} * m * base.num_ops() > max_ops) {
+      if (int64_t{r} * m * base.num_ops() > grid.max_ops) {
         if (skipped != nullptr) {
           skipped->push_back(fmt::format("{} replicas x M = {} left out: {} x {} ops is over {}", r,
-                                         m, r * m, base.num_ops(), max_ops));
+                                         m, r * m, base.num_ops(), grid.max_ops));
         }
         continue;
       }
       // Both schedules run the same step.
       PipelineStep step = BuildPipelineStep(outcome, {.replicas = r, .micro_batches = m}, base,
-                                            build_forward, batch, learning_rate, names);
-      const sim::Simulator simulator(step.graph, devices, costs);
+                                            build_forward, batch, learning_rate, names, grid.built);
+      const sim::Simulator simulator(*step.graph, devices, costs);
       for (graph::PipelineSchedule schedule :
            {graph::PipelineSchedule::kGPipe, graph::PipelineSchedule::kOneFOneB}) {
         if (m == 1 && schedule != graph::PipelineSchedule::kGPipe) continue;  // the same step

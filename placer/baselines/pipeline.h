@@ -9,6 +9,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -52,29 +54,41 @@ struct PipelineBaselineResult {
   const StagePartition& StagesFor(int replicas) const;
 };
 
-// For every replica count R of `replica_counts` that divides the D devices into pipelines of at
-// least two stages (R = 1 always): the partition of `base` (the training step at `batch` rows, as
-// `build_forward` builds it) over the first D / R devices, then every micro-batch count of
-// `micro_batch_counts` for which R x M divides the batch, under both schedules, each simulated on
-// `devices` with `costs`. A shape whose R x M copies of the step would exceed `max_ops` ops is
-// skipped, and said so in `skipped`.
-PipelineBaselineResult PipelineBaseline(
-    const graph::Graph& base, const graph::ForwardBuilder& build_forward, int64_t batch,
-    double learning_rate, const graph::DeviceSet& devices, const sim::CostModel& costs,
-    const std::vector<int>& micro_batch_counts = {1, 2, 4, 8, 16, 32},
-    const std::vector<int>& replica_counts = {1}, int64_t max_ops = 250'000,
-    std::vector<std::string>* skipped = nullptr);
+// A step of the grid that was built already (the search's, of the same shape), or null: it is
+// simulated where it is instead of being built a second time beside it. It must be the graph the
+// grid would build (one replica: graph::BuildMicroBatched; more: graph::BuildReplicatedPipelines).
+using BuiltStep = std::function<const graph::Graph*(int replicas, int micro_batches)>;
 
-// The step of trial `trial` (one replica: graph::BuildMicroBatched; more:
-// graph::BuildReplicatedPipelines) and its placement: replica r's copy of an op on the device of
-// its stage, plus r D / R.
+// The grid's shapes, and what it may reuse.
+struct PipelineGrid {
+  std::vector<int> micro_batch_counts = {1, 2, 4, 8, 16, 32};
+  std::vector<int> replica_counts = {1};
+  int64_t max_ops = 250'000;  // a shape whose R x M copies of the step exceed it is skipped
+  BuiltStep built;            // empty: every step is built afresh
+};
+
+// For every replica count R of `grid.replica_counts` that divides the D devices into pipelines of
+// at least two stages (R = 1 always): the partition of `base` (the training step at `batch` rows,
+// as `build_forward` builds it) over the first D / R devices, then every micro-batch count of
+// `grid.micro_batch_counts` for which R x M divides the batch, under both schedules, each
+// simulated on `devices` with `costs`. A shape over `grid.max_ops` is said in `skipped`.
+PipelineBaselineResult PipelineBaseline(const graph::Graph& base,
+                                        const graph::ForwardBuilder& build_forward, int64_t batch,
+                                        double learning_rate, const graph::DeviceSet& devices,
+                                        const sim::CostModel& costs, const PipelineGrid& grid = {},
+                                        std::vector<std::string>* skipped = nullptr);
+
+// The step of trial `trial` (`built`'s, else built afresh: one replica graph::BuildMicroBatched,
+// more graph::BuildReplicatedPipelines) and its placement: replica r's copy of an op on the device
+// of its stage, plus r D / R.
 struct PipelineStep {
-  graph::Graph graph;
+  std::shared_ptr<const graph::Graph> graph;  // owns it when built here
   graph::Placement placement;
 };
 PipelineStep BuildPipelineStep(const PipelineBaselineResult& result, const PipelineTrial& trial,
                                const graph::Graph& base, const graph::ForwardBuilder& build_forward,
                                int64_t batch, double learning_rate,
-                               const std::vector<std::string>& device_names);
+                               const std::vector<std::string>& device_names,
+                               const BuiltStep& built = {});
 
 }  // namespace placer::baselines

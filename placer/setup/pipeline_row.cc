@@ -26,6 +26,19 @@ int UsedStages(const baselines::StagePartition& stages) {
   return used;
 }
 
+// The grid's steps that the search built already: of several replicas or micro-batches they are
+// the same graphs (graph::BuildReplicatedPipelines and BuildMicroBatched build both), so they are
+// simulated where they are, not built a second time beside them (on the NMT a 4-replica step is
+// about 300 MB). The one-replica step without micro-batches is not: the grid's names its ops
+// "m0/<op>", the search's as the model does.
+baselines::BuiltStep SearchStepsOf(const SearchSetup& setup) {
+  return [&steps = *setup.steps](int replicas, int micro_batches) -> const graph::Graph* {
+    if (replicas == 1 && micro_batches == 1) return nullptr;
+    const search::ReplicatedModel* step = steps.Built({replicas, micro_batches});
+    return step == nullptr ? nullptr : &step->graph;
+  };
+}
+
 // "pipeline (M = 4, 1f1b)", "pipeline (2 replicas, M = 4, 1f1b)".
 std::string MethodOf(const baselines::PipelineTrial& t) {
   const std::string replicas = t.replicas == 1 ? "" : fmt::format("{} replicas, ", t.replicas);
@@ -59,9 +72,14 @@ PipelineRow PipelineRowFor(const SearchSetup& setup, const std::filesystem::path
   // time).
   constexpr int64_t kMaxOps = 250'000;
   try {
-    result = baselines::PipelineBaseline(
-        setup.base(), setup.steps->forward(), batch, config.model.learning_rate, setup.devices,
-        *setup.costs.front(), counts, setup.simulated->space().replica_counts(), kMaxOps, &out.log);
+    result =
+        baselines::PipelineBaseline(setup.base(), setup.steps->forward(), batch,
+                                    config.model.learning_rate, setup.devices, *setup.costs.front(),
+                                    {.micro_batch_counts = counts,
+                                     .replica_counts = setup.simulated->space().replica_counts(),
+                                     .max_ops = kMaxOps,
+                                     .built = SearchStepsOf(setup)},
+                                    &out.log);
   } catch (const std::exception& e) {
     row.invalid_reason = e.what();
     return out;
@@ -106,8 +124,8 @@ PipelineRow PipelineRowFor(const SearchSetup& setup, const std::filesystem::path
   // every pipeline.
   const baselines::PipelineStep step =
       baselines::BuildPipelineStep(result, best, setup.base(), setup.steps->forward(), batch,
-                                   config.model.learning_rate, setup.names);
-  const sim::Simulator simulator(step.graph, setup.devices, *setup.costs.front());
+                                   config.model.learning_rate, setup.names, SearchStepsOf(setup));
+  const sim::Simulator simulator(*step.graph, setup.devices, *setup.costs.front());
   sim::SimulationResult traced = simulator.Simulate(step.placement, /*record_trace=*/true);
   search::PlacementPicture picture{.method = row.method,
                                    .description = row.placement,

@@ -90,6 +90,12 @@ const search::ReplicatedModel& StepCache::DataParallel(int replicas) {
   return Find({{.replicas = replicas}, replicas == 1});
 }
 
+const search::ReplicatedModel* StepCache::Built(StepShape shape) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = steps_.find({shape, false});
+  return it == steps_.end() ? nullptr : it->second.get();
+}
+
 void StepCache::Forget(StepShape shape) {
   std::lock_guard<std::mutex> lock(mutex_);
   steps_.erase({shape, false});

@@ -68,6 +68,8 @@ class StepCache {
   // Data parallelism over `replicas` devices: Get({replicas}), but a single replica too as one
   // ("r0/<op>"), as `evaluate --data-parallel` and `profile --data-parallel` run it on one device.
   const search::ReplicatedModel& DataParallel(int replicas);
+  // The step of `shape` if it was built already (Get), else null: never builds.
+  const search::ReplicatedModel* Built(StepShape shape) const;
   // Frees the step of `shape` (the search's split steps over its op bound): references to it die.
   void Forget(StepShape shape);
 
