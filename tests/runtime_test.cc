@@ -174,7 +174,10 @@ TEST(ExecutorTest, CrossDeviceTensorsAreCopiedAndCounted) {
   // fc1's parameters live on cpu:1.
   EXPECT_GE(r.devices[1].peak_memory_bytes, (800 * 128 + 128) * 4);
 
-  nlohmann::json trace = nlohmann::json::parse(ChromeTraceJson(r.trace, "test"));
+  const std::string text = ChromeTraceJson(r.trace, "test");
+  nlohmann::json trace = nlohmann::json::parse(text);
+  // Written event by event, it is the text of the whole document dumped at once.
+  EXPECT_EQ(text, trace.dump() + "\n");
   std::set<std::string> lanes;
   for (const auto& e : trace["traceEvents"]) {
     if (e["ph"] == "M" && e["name"] == "thread_name") lanes.insert(e["args"]["name"]);
