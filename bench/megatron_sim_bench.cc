@@ -28,8 +28,9 @@ int main(int argc, char** argv) {
     std::vector<std::string> log;
     const auto start = bench::Clock::now();
     const baselines::MegatronBaselineResult result = baselines::MegatronBaseline(
-        setup::ForwardBuilderFor(config), config.model.batch_size, config.model.learning_rate,
-        devices, *costs, config.simulation.gpus_per_host, 2'000'000, &log);
+        setup::BuildSingleModel(config), setup::ForwardBuilderFor(config), config.model.batch_size,
+        config.model.learning_rate, devices, *costs, config.simulation.gpus_per_host, 2'000'000,
+        &log);
     fmt::print("{}: {} devices, batch {}; {:.1f} s\n", argv[a], devices.size(),
                config.model.batch_size, bench::SecondsSince(start));
     for (const std::string& line : log) {

@@ -24,8 +24,10 @@
 namespace placer::baselines {
 namespace {
 
+using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr double kLearningRate = 0.2;
 
@@ -156,9 +158,10 @@ std::vector<std::string> ShapesTried(const MegatronBaselineResult& result) {
 TEST(MegatronTest, TheGridSplitsWithinAHostAndKeepsTheFastest) {
   const graph::DeviceSet gpus = Gpus(4);
   const sim::RooflineCostModel costs;
+  const graph::Graph base = test_support::PlainStep(Encoder, 8, kLearningRate);
   std::vector<std::string> log;
   const MegatronBaselineResult one_host =
-      MegatronBaseline(Encoder, 8, kLearningRate, gpus, costs, 0, 1'000'000, &log);
+      MegatronBaseline(base, Encoder, 8, kLearningRate, gpus, costs, 0, 1'000'000, &log);
   EXPECT_THAT(ShapesTried(one_host), ElementsAre("T1", "T2", "T2P2M2", "T2P2M4", "T2P2M8", "T4"));
   ASSERT_GE(one_host.best, 0);
   for (const MegatronTrial& t : one_host.trials) {
@@ -172,18 +175,42 @@ TEST(MegatronTest, TheGridSplitsWithinAHostAndKeepsTheFastest) {
 
   // Tensor parallelism within a host of 2; pipeline stages across the hosts.
   const MegatronBaselineResult two_hosts =
-      MegatronBaseline(Encoder, 8, kLearningRate, gpus, costs, 2, 1'000'000, nullptr);
+      MegatronBaseline(base, Encoder, 8, kLearningRate, gpus, costs, 2, 1'000'000, nullptr);
   EXPECT_THAT(ShapesTried(two_hosts), ElementsAre("T1", "T2", "T2P2M2", "T2P2M4", "T2P2M8"));
 
   // 6 rows do not split over 4 replicas; a step over the op bound is left out; both said.
   log.clear();
   const MegatronBaselineResult odd =
-      MegatronBaseline(Encoder, 6, kLearningRate, gpus, costs, 0, 1'000'000, &log);
+      MegatronBaseline(test_support::PlainStep(Encoder, 6, kLearningRate), Encoder, 6,
+                       kLearningRate, gpus, costs, 0, 1'000'000, &log);
   EXPECT_THAT(ShapesTried(odd), ElementsAre("T2", "T2P2M2", "T4"));
   EXPECT_THAT(log.front(), HasSubstr("TP 1 x DP 4 left out: 6 rows do not split 4 ways"));
   log.clear();
-  EXPECT_TRUE(MegatronBaseline(Encoder, 8, kLearningRate, gpus, costs, 0, 10, &log).trials.empty());
+  EXPECT_TRUE(
+      MegatronBaseline(base, Encoder, 8, kLearningRate, gpus, costs, 0, 10, &log).trials.empty());
   EXPECT_THAT(log.front(), HasSubstr("ops are over 10"));
+
+  // Every replica of a shape holds at least the plain step's ops, so a shape whose replicas of
+  // it are over the bound is left out before it is built, with no shape lost that would fit.
+  for (const MegatronTrial& t : one_host.trials) {
+    const MegatronStep step = BuildMegatronStep(Encoder, 8, kLearningRate, graph::DeviceNames(gpus),
+                                                {.tensor_ways = t.tensor_ways,
+                                                 .pipeline_stages = t.pipeline_stages,
+                                                 .micro_batches = t.micro_batches});
+    EXPECT_GE(step.graph.num_ops(), t.replicas * base.num_ops())
+        << "T" << t.tensor_ways << "P" << t.pipeline_stages << "M" << t.micro_batches;
+  }
+  log.clear();
+  const int64_t bound = 4 * base.num_ops() - 1;
+  const MegatronBaselineResult bounded =
+      MegatronBaseline(base, Encoder, 8, kLearningRate, gpus, costs, 0, bound, &log);
+  EXPECT_THAT(log.front(),
+              HasSubstr(fmt::format("TP 1 x DP 4 left out: at least 4 x {} ops are over {}",
+                                    base.num_ops(), bound)));
+  EXPECT_THAT(ShapesTried(bounded), Not(Contains("T1")));
+  // Two replicas of it are under the bound: that shape is built, and left out by its own ops.
+  ASSERT_GE(log.size(), 2u);
+  EXPECT_THAT(log[1], HasSubstr("TP 2 x DP 2 left out: its"));
 }
 
 }  // namespace

@@ -76,8 +76,11 @@ MegatronStep BuildMegatronStep(const graph::ForwardBuilder& build_forward, int64
 // the device count, with T > 1 every P = 1, 2, 4, ... and M = P, 2P, 4P (M = 1 when P = 1) whose
 // R = D / (T P) replicas of M micro-batches split `batch`, simulated on `devices` with `costs`
 // (which also cut the stages). A shape that cannot be built (no pair splits T ways, a step over
-// `max_ops` ops) is left out and said so in `log`, which also gets one line per trial.
-MegatronBaselineResult MegatronBaseline(const graph::ForwardBuilder& build_forward, int64_t batch,
+// `max_ops` ops) is left out and said so in `log`, which also gets one line per trial. `base` is
+// the training step at `batch` rows (as `build_forward` builds it): every replica of a shape holds
+// at least its ops, so a shape whose R replicas of it are over `max_ops` is left out unbuilt.
+MegatronBaselineResult MegatronBaseline(const graph::Graph& base,
+                                        const graph::ForwardBuilder& build_forward, int64_t batch,
                                         double learning_rate, const graph::DeviceSet& devices,
                                         const sim::CostModel& costs, int devices_per_host,
                                         int64_t max_ops, std::vector<std::string>* log);

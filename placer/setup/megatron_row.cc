@@ -22,8 +22,8 @@ MegatronRow MegatronRowFor(const SearchSetup& setup) {
   baselines::MegatronBaselineResult result;
   try {
     result = baselines::MegatronBaseline(
-        setup.steps->forward(), config.model.batch_size, config.model.learning_rate, setup.devices,
-        *setup.costs.front(), config.simulation.gpus_per_host, kMaxOps, &out.log);
+        setup.base(), setup.steps->forward(), config.model.batch_size, config.model.learning_rate,
+        setup.devices, *setup.costs.front(), config.simulation.gpus_per_host, kMaxOps, &out.log);
   } catch (const std::exception& e) {
     row.invalid_reason = e.what();
     return out;
