@@ -1,8 +1,9 @@
 """placer_torch across processes: placer's answers run by torchrun's processes on the CPU (Gloo),
 each training two SGD steps (momentum) as the unplaced model does on the whole minibatch, within
 rtol 1e-5 and atol 1e-6 on the losses and every parameter (distributed_worker.py runs them; one
-torchrun of two processes for every case, under a hard timeout). And, in this process, how a
-tensor-parallel file's split is read and what is refused."""
+torchrun of two processes for the cases of two, one of four for the cases of four, each under a
+hard timeout). And, in this process, how a tensor-parallel file's split is read and what is
+refused."""
 
 import json
 import os
@@ -13,6 +14,7 @@ import tempfile
 import unittest
 
 import torch
+import yaml
 
 import placer_torch
 from placer_torch import PlacementError
@@ -21,12 +23,13 @@ from placer_torch.tensor_parallel import read_layout
 from support import Net, SplitNet, base_ops, export, export_ops, search, write_placement
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PROCESSES = 2
 TIMEOUT = 600  # seconds for the whole torchrun; its process group is killed after
 
 
-def torchrun(cases, directory):
-    """Runs distributed_worker.py on `cases` in PROCESSES processes; {case: [result per rank]}."""
+def torchrun(cases, directory, processes):
+    """Runs distributed_worker.py on `cases` in `processes` processes; {case: [result per
+    rank]}."""
+    os.makedirs(directory, exist_ok=True)
     spec = os.path.join(directory, "cases.json")
     with open(spec, "w") as f:
         json.dump(cases, f)
@@ -34,7 +37,7 @@ def torchrun(cases, directory):
     os.makedirs(out)
     # --standalone: a rendezvous on a free port of this machine.
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-               f"--nproc_per_node={PROCESSES}", os.path.join(HERE, "distributed_worker.py"),
+               f"--nproc_per_node={processes}", os.path.join(HERE, "distributed_worker.py"),
                spec, out]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True, start_new_session=True)
@@ -47,7 +50,7 @@ def torchrun(cases, directory):
     results = {}
     for case in cases:
         results[case["name"]] = []
-        for rank in range(PROCESSES):
+        for rank in range(processes):
             path = os.path.join(out, f"{case['name']}.{rank}.json")
             if not os.path.exists(path):
                 raise AssertionError(f"rank {rank} wrote nothing for case {case['name']} "
@@ -70,6 +73,22 @@ def two_stages(op, k):
     device, the rest on its second (replica r on cpu:2r and cpu:2r+1)."""
     first = op.startswith(("/stem/", "/block1/"))
     return f"cpu:{2 * (k // MICRO_BATCHES) + (0 if first else 1)}"
+
+
+def replicate_split(path, out):
+    """The two-way split of the file at `path` (one replica on cpu:0 and cpu:1) as two replicas,
+    the second on cpu:2 and cpu:3: the search's tensor parallel 2 x data parallel 2, its ops named
+    as placer names that step's ("r<r>/tp<s>/<op>"). Returns `out`."""
+    with open(path) as f:
+        data = yaml.safe_load(f)
+    ops = data["placement"]
+    shifted = {f"r1/{op.removeprefix('r0/')}": f"cpu:{int(d.split(':')[1]) + 2}"
+               for op, d in ops.items()}
+    with open(out, "w") as f:
+        yaml.safe_dump({"model": data["model"], "devices": ["cpu:0", "cpu:1", "cpu:2", "cpu:3"],
+                        "replicas": 2, "tensor_ways": data["tensor_ways"],
+                        "placement": {**ops, **shifted}}, f, sort_keys=False)
+    return out
 
 
 class DistributedTest(unittest.TestCase):
@@ -122,7 +141,16 @@ class DistributedTest(unittest.TestCase):
                        placement=os.path.join(directory, "replicas-3.yaml")),
                   {"name": "split", "model": "SplitNet", "batch": SPLIT_BATCH, "shape": [12],
                    "mode": "step", "placement": cls.split_file}]
-        cls.results = torchrun(cases, directory)
+        cls.results = torchrun(cases, os.path.join(directory, "two"), 2)
+        # Four processes: the split answer with two replicas (a rank per shard of each), and two
+        # replicated pipelines with a rank per stage (torch.distributed.pipelining per replica).
+        split_dp = replicate_split(cls.split_file, os.path.join(directory, "split-dp.yaml"))
+        cases = [{"name": "split-dp", "model": "SplitNet", "batch": SPLIT_BATCH, "shape": [12],
+                  "mode": "step", "placement": split_dp}]
+        cases += [dict(net, name=f"pipeline-stages-{s}", mode="step",
+                       placement=os.path.join(directory, f"pipelines-{s}.yaml"))
+                  for s in ("gpipe", "1f1b")]
+        cls.results.update(torchrun(cases, os.path.join(directory, "four"), 4))
 
     def assert_trains_as_the_unplaced_model(self, case):
         for rank, result in enumerate(self.results[case]):
@@ -176,6 +204,28 @@ class DistributedTest(unittest.TestCase):
             # Their weights and biases DTensors (a row-parallel bias replicated), the rest not.
             self.assertEqual(result["split"], [f"block{b}.fc{f}.{p}" for b in (1, 2)
                                                for f in (1, 2) for p in ("bias", "weight")])
+
+    def test_a_tensor_parallel_answer_with_replicas_trains_as_the_unplaced_model(self):
+        results = self.assert_trains_as_the_unplaced_model("split-dp")
+        self.assertEqual([(r["replica"], r["shard"]) for r in results],
+                         [(0, 0), (0, 1), (1, 0), (1, 1)])
+        for result in results:
+            self.assertEqual(result["column"], ["block1.fc1", "block2.fc1"])
+            self.assertEqual(result["row"], ["block1.fc2", "block2.fc2"])
+
+    def test_replicated_pipeline_stages_as_processes_train_as_the_unplaced_model(self):
+        # Two pipelines of two stages on four ranks: rank r runs stage r % 2 of replica r // 2.
+        kinds = {"gpipe": "ScheduleGPipe", "1f1b": "Schedule1F1B"}
+        for schedule, kind in kinds.items():
+            with self.subTest(schedule=schedule):
+                results = self.assert_trains_as_the_unplaced_model(f"pipeline-stages-{schedule}")
+                self.assertEqual([(r["replica"], r["stage"]) for r in results],
+                                 [(0, 0), (0, 1), (1, 0), (1, 1)])
+                self.assertEqual({r["schedule"] for r in results}, {kind})
+                every = [name for name, _ in Net().named_parameters()]
+                for replica in (0, 1):
+                    stages = results[2 * replica:2 * replica + 2]
+                    self.assertEqual(stages[0]["compared"] + stages[1]["compared"], every)
 
     def test_processes_that_do_not_match_the_file_are_refused(self):
         for result in self.results["three"]:
