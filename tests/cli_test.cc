@@ -500,6 +500,31 @@ TEST(CliTest, AMeasuredSearchMeasuresPipelinesAndExportsOne) {
                     HasSubstr("step time")));
 }
 
+// A measured search with tensor_ways named: the split step is profiled for the search's simulator
+// and measured on the workers in the closing side-by-side, as every other shape is.
+TEST(CliTest, AMeasuredSearchMeasuresTensorParallelSteps) {
+  const auto dir = SuiteDir() / "measured_tensor_parallel";
+  const std::string config = WriteTemp(
+      "measured_tensor_parallel.yaml",
+      "model: {builtin: lenet, batch_size: 16}\n"
+      "devices:\n  - {name: cpu:0, threads: 1}\n  - {name: cpu:1, threads: 1}\n"
+      "measurement: {warmup_steps: 1, timed_steps: 2}\n"
+      "search:\n  evaluator: measured\n  policy_steps: 2\n  samples_per_step: 8\n"
+      "  refinement_rounds: 10\n  verify_candidates: 2\n  replicas: [2]\n  micro_batches: [1]\n"
+      "  tensor_ways: [2]\noutput:\n  directory: " +
+          dir.string() + "\n");
+  Result r = RunPlacer("search --config " + config);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output,
+              AllOf(HasSubstr("tensor-parallel 1x2 (replicas x shards"),
+                    HasSubstr("profiling the training step with 1 replica of 2 tensor-parallel "
+                              "shards on cpu:0, cpu:1")));
+  // Its row: measured in rounds like the others (a step time and the rounds' range).
+  EXPECT_THAT(r.output, ::testing::ContainsRegex(
+                            "\\| warm start: tensor parallel 2 x data parallel 1 \\| +[0-9.]+ ms "
+                            "\\| +[0-9.]+-[0-9.]+ \\|"));
+}
+
 // `placer compare` where only pipelines fit: the learned row and the pipeline baseline's row show
 // M, the schedule and the peak memory of each device; the timeline of the pipelined answer
 // numbers its micro-batches.

@@ -144,7 +144,8 @@ struct SearchConfig {
   // search.tensor_ways: the tensor-parallel ways T searched, each with every replica count that T
   // divides (R / T replicas of T shards); absent: 2, 4, ... within a host
   // (simulation.gpus_per_host), each over all devices only, for a simulated search, where the
-  // model has linear pairs that split T ways; [1]: none.
+  // model has linear pairs that split T ways; [1]: none. Named, a measured search runs them too;
+  // a cluster's workers do not.
   std::optional<std::vector<int>> tensor_ways;
   int verify_candidates = 5;  // search.verify_candidates: best candidates re-measured (measured)
   // search.verify_rounds: interleaved rounds of every placement in the closing side-by-side

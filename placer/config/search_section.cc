@@ -53,7 +53,8 @@ void SearchConfig::Fields(search::OptionVisitor& v) {
   v.Counts("tensor_ways", tensor_ways, "tensor-parallel ways, e.g. [2, 4]",
            "2, 4, ... dividing the devices of a host (`simulation.gpus_per_host`; all devices "
            "when 0), each over all devices only (D / T replicas of T shards), with a simulated "
-           "evaluator and no cluster",
+           "evaluator and no cluster; none with a measured one (named, they are measured too); "
+           "never with a cluster",
            "tensor-parallel ways T searched: each replica's attention and MLP blocks split T ways "
            "by Megatron's pairs (column-parallel query, key, value and first MLP layers, "
            "row-parallel output layers, one all-reduce each), every replica count of `replicas` "

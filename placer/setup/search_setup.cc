@@ -124,23 +124,25 @@ std::vector<search::ReplicatedPipeline> ReplicatedPipelinesFor(
 }
 
 // The tensor-parallel shapes to search: search.tensor_ways (or its default) x the replica counts
-// it divides. The simulator judges them; a measured search or a cluster's workers do not build
-// split steps yet, so there the default is none and naming ways is refused (InputError).
+// it divides. Split steps are judged in this process: by the simulator, and in a measured search
+// by running them on the devices (its simulator profiled on them, its closing side-by-side
+// measured); a cluster's workers do not build them yet, so there naming ways is refused
+// (InputError). Unnamed, only a simulated search gets them: a measured search's default space
+// stays what its measured rows were taken with.
 std::vector<search::TensorParallelShape> TensorParallelShapesFor(
     const config::Config& config, const std::vector<int>& replica_counts, int devices) {
-  const bool simulated_here =
-      !graph::Describe(config.search.evaluator).runs_the_step && config.cluster.workers == 0;
+  const bool in_process = config.cluster.workers == 0;
   if (!config.search.tensor_ways) {
-    if (!simulated_here) return {};
+    if (!in_process || graph::Describe(config.search.evaluator).runs_the_step) return {};
     return DefaultTensorParallelShapes(devices, config.simulation.gpus_per_host, replica_counts);
   }
   std::vector<search::TensorParallelShape> shapes;
   for (int ways : *config.search.tensor_ways) {
     if (ways == 1) continue;
-    if (!simulated_here) {
+    if (!in_process) {
       throw InputError(fmt::format(
-          "{}: search.tensor_ways: {} ways: tensor-parallel steps are judged by the simulator "
-          "only (search.evaluator: simulated, without a cluster)",
+          "{}: search.tensor_ways: {} ways: a cluster's workers do not build tensor-parallel "
+          "steps (search in this process: cluster.workers: 0)",
           config.source.string(), ways));
     }
     if (devices % ways != 0) {
