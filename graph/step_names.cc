@@ -28,6 +28,12 @@ std::string ReplicaName(int replica, const std::string& name) {
   return fmt::format("r{}/{}", replica, name);
 }
 
+std::vector<std::string> ReplicaLabels(int replicas) {
+  std::vector<std::string> labels;
+  for (int r = 0; r < replicas; ++r) labels.push_back(fmt::format("r{}", r));
+  return labels;
+}
+
 std::string MicroBatchName(int micro_batch, const std::string& name) {
   return fmt::format("m{}/{}", micro_batch, name);
 }

@@ -6,10 +6,14 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace placer::graph {
 
 std::string ReplicaName(int replica, const std::string& name);
+// "r0", ..., "r<R-1>": the replicas' labels, as the step builders take them for devices
+// (BuildDataParallel, BuildReplicatedPipelines), so that every builder of a shape names it alike.
+std::vector<std::string> ReplicaLabels(int replicas);
 std::string MicroBatchName(int micro_batch, const std::string& name);
 // Micro-batch k's copy of a name that may carry a replica: "r<r>/X" becomes "r<r>/m<k>/X", and a
 // name without one "m<k>/X".

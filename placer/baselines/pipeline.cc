@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "graph/micro_batches.h"
+#include "graph/step_names.h"
 #include "placer/baselines/problem.h"
 #include "runtime/sim/simulator.h"
 
@@ -134,10 +135,9 @@ std::shared_ptr<const graph::Graph> StepGraph(int replicas, int micro_batches,
     return std::make_shared<const graph::Graph>(
         graph::BuildMicroBatched(build_forward, batch, micro_batches, learning_rate).graph);
   }
-  std::vector<std::string> names;
-  for (int r = 0; r < replicas; ++r) names.push_back(fmt::format("r{}", r));
   return std::make_shared<const graph::Graph>(
-      graph::BuildReplicatedPipelines(build_forward, batch, names, micro_batches, learning_rate)
+      graph::BuildReplicatedPipelines(build_forward, batch, graph::ReplicaLabels(replicas),
+                                      micro_batches, learning_rate)
           .graph);
 }
 

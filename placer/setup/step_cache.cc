@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "graph/micro_batches.h"
+#include "graph/step_names.h"
 #include "graph/tensor_parallel.h"
 #include "graph/training_step.h"
 #include "placer/setup/model_factory.h"
@@ -16,12 +17,6 @@
 
 namespace placer::setup {
 namespace {
-
-std::vector<std::string> ReplicaNames(int replicas) {
-  std::vector<std::string> names;
-  for (int r = 0; r < replicas; ++r) names.push_back(fmt::format("r{}", r));
-  return names;
-}
 
 // A step without the groups mapped: its copies and shards, and each forward op's copy where the
 // builder says it (replicated steps; what ReplicaPlacement reads).
@@ -141,7 +136,8 @@ search::ReplicatedModel StepCache::Build(const Key& key) {
   if (shape.micro_batches > 1) {
     if (shape.replicas > 1) {
       graph::DataParallelGraph pipelines = graph::BuildReplicatedPipelines(
-          recipe_.forward, batch, ReplicaNames(shape.replicas), shape.micro_batches, learning_rate);
+          recipe_.forward, batch, graph::ReplicaLabels(shape.replicas), shape.micro_batches,
+          learning_rate);
       if (!grouping_) {
         return Unmapped(std::move(pipelines.graph), shape, shape.replicas,
                         std::move(pipelines.shard_sizes),
@@ -159,7 +155,7 @@ search::ReplicatedModel StepCache::Build(const Key& key) {
   }
   if (shape.replicas > 1 || key.named_replica) {
     graph::DataParallelGraph replicated = graph::BuildDataParallel(
-        recipe_.forward, batch, ReplicaNames(shape.replicas),
+        recipe_.forward, batch, graph::ReplicaLabels(shape.replicas),
         std::vector<double>(static_cast<size_t>(shape.replicas), 1.0), learning_rate);
     if (!grouping_ || key.named_replica) {
       return Unmapped(std::move(replicated.graph), shape, shape.replicas,
